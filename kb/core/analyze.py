@@ -1,26 +1,178 @@
-"""Entry point of the analysis core: raw log bytes in, `Analysis` out. (PROVISIONAL STUB:
-being replaced by the real pipeline; the signature is final.)"""
+"""Entry point of the analysis core: raw log bytes in, `Analysis` out. No I/O.
+
+`Analyzer` takes the log in chunks of any size (a 1 GB log never sits in memory: the
+CLI feeds it 8 MB at a time), so memory stays bounded by what was found, not by the
+log. `analyze(data)` is the one-shot form that the API and the tests use."""
 
 from __future__ import annotations
 
-import hashlib
-import re
+import zlib
 
-from kb.core.records import Analysis, ErrorEvent, Fingerprint
+from kb.core import scan
+from kb.core.context import ContextCollector
+from kb.core.fingerprint import fingerprint
+from kb.core.records import Analysis, Timing
+from kb.core.redact import redact
+from kb.core.rootcause import choose
+from kb.core.split import parse_line
+from kb.core.tracebacks import Extractor
 
-_EXC = re.compile(r"^(?:.*?\] )?([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$", re.M)
+GZIP_MAGIC = b"\x1f\x8b"
+HEAD_LINES = 40  # always parsed: launch command, first timestamp
+MAX_LINE = 64 * 1024  # longer lines are cut (a log line of megabytes is a dump, not a message)
+MAX_FOUND = 20_000  # bound on errors kept; beyond it only exceptions are kept
+_INFLATE_STEP = 16 * 1024 * 1024
+
+
+class Analyzer:
+    """Streaming analyzer: `feed` chunks in order, then `finish`."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+        self._lines_before = 0  # lines fully consumed before the current block
+        self._inflater: zlib._Decompress | None = None
+        self._started = False
+        self._extractor = Extractor()
+        self._context = ContextCollector()
+        self._redactions = 0
+        self._bytes = 0
+        self._notes: list[str] = []
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._started:
+            self._started = True
+            if data[:2] == GZIP_MAGIC:
+                self._inflater = zlib.decompressobj(wbits=47)
+        if self._inflater is not None:
+            self._inflate(data)
+        else:
+            self._take(data)
+
+    def finish(self) -> Analysis:
+        if self._inflater is not None:
+            try:
+                self._take(self._inflater.flush())
+            except zlib.error:
+                self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
+        if self._carry:
+            self._block(self._carry + b"\n", final=True)
+            self._carry = b""
+        found = self._extractor.finish()
+        root, symptoms = choose(found)
+        all_frames = [frame for item in found for frame in item.event.frames]
+        frames_text = " ".join(f.file for f in all_frames[-400:])
+        context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
+        longest = max((item.event.frames for item in found), key=len, default=[])
+        phase = self._context.phase(root, root.line_number if root else None, context.engine, longest)
+        first, crash, seconds = self._context.seconds_to_crash(root.line_number if root else None)
+        processes = sorted({p for p in self._extractor.streams if p})
+        return Analysis(
+            fingerprint=fingerprint(root),
+            root_cause=root,
+            symptoms=symptoms[:50],
+            context=context,
+            phase=phase,
+            timing=Timing(first_timestamp=first, crash_timestamp=crash, seconds_to_crash=seconds),
+            redactions=self._redactions,
+            processes=processes[:200],
+            lines=self._lines_before,
+            bytes=self._bytes,
+            notes=self._notes,
+        )
+
+    # ----------------------------------------------------------------------------------
+    def _inflate(self, data: bytes) -> None:
+        inflater = self._inflater
+        assert inflater is not None
+        try:
+            chunk = inflater.decompress(data, _INFLATE_STEP)
+            self._take(chunk)
+            while inflater.unconsumed_tail:
+                self._take(inflater.decompress(inflater.unconsumed_tail, _INFLATE_STEP))
+        except zlib.error:
+            if "gzip stream is corrupt; analysed what could be decompressed" not in self._notes:
+                self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
+
+    def _take(self, data: bytes) -> None:
+        self._bytes += len(data)
+        data = self._carry + data if self._carry else data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            if len(data) > MAX_LINE * 4:  # one endless line: cut it
+                self._block(data[:MAX_LINE] + b"\n", final=False)
+                self._carry = b""
+            else:
+                self._carry = data
+            return
+        self._carry = data[cut:]
+        self._block(data[:cut], final=False)
+
+    def _block(self, block: bytes, final: bool) -> None:
+        ranges = scan.windows(block)
+        if self._lines_before < HEAD_LINES:
+            head_end = 0
+            for _ in range(HEAD_LINES - self._lines_before):
+                nxt = block.find(b"\n", head_end)
+                if nxt < 0:
+                    head_end = len(block)
+                    break
+                head_end = nxt + 1
+            ranges = _merge([(0, head_end)] + ranges)
+        position, line_number = 0, self._lines_before
+        for start, end in ranges:
+            line_number += block.count(b"\n", position, start)
+            position = start
+            for raw in block[start:end].split(b"\n"):
+                if position >= end:
+                    break
+                line_number += 1
+                position += len(raw) + 1
+                self._line(line_number, raw)
+        self._lines_before += block.count(b"\n")
+
+    def _line(self, number: int, raw: bytes) -> None:
+        if len(raw) > MAX_LINE:
+            raw = raw[:MAX_LINE]
+        text = raw.decode("utf-8", "replace")
+        if "\x00" in text:
+            text = text.replace("\x00", "")
+        text, count = redact(text)
+        self._redactions += count
+        line = parse_line(number, text)
+        if len(self._extractor.found) < MAX_FOUND or line.level not in ("ERROR", "CRITICAL"):
+            self._extractor.feed(line)
+        self._context.feed(line)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def analyze(data: bytes) -> Analysis:
-    text = data.decode("utf-8", "replace")
-    found = _EXC.findall(text)
-    root = ErrorEvent(exception=found[-1][0], message=found[-1][1], confidence=0.5) if found else None
-    exc = root.exception if root else ""
-    msg = re.sub(r"\d+", "<n>", root.message) if root else ""
-    h = hashlib.sha256(f"{exc}|{msg}".encode()).hexdigest()[:32]
-    fp = Fingerprint(version="0", hash=h, signature=f"{exc}: {msg}", exception=exc, message_template=msg)
-    return Analysis(fingerprint=fp, root_cause=root, lines=text.count("\n"), bytes=len(data))
+    """Analyze a whole log held in memory (plain text or gzip). Never raises on any bytes."""
+    analyzer = Analyzer()
+    analyzer.feed(data)
+    return analyzer.finish()
+
+
+def decode_log(data: bytes) -> str:
+    """The log as text: gzip inflated, invalid UTF-8 replaced, NULs dropped."""
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = zlib.decompressobj(wbits=47).decompress(data)
+        except zlib.error:
+            pass
+    return data.decode("utf-8", "replace").replace("\x00", "")
 
 
 def redacted_text(data: bytes) -> tuple[str, int]:
-    return data.decode("utf-8", "replace"), 0
+    """The text to store: decoded and with every secret masked (count returned)."""
+    return redact(decode_log(data))

@@ -1,0 +1,33 @@
+"""`kb analyze LOG`: the analysis core on a file or standard input."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from kb.commands.report import format_analysis
+from kb.core.analyze import Analyzer
+
+CHUNK = 8 * 1024 * 1024
+
+
+@click.command()
+@click.argument("log", type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def analyze(log: str, as_json: bool) -> None:
+    """Find the root cause, context and fingerprint of a crash log (`-` reads stdin)."""
+    analyzer = Analyzer()
+    try:
+        stream = sys.stdin.buffer if log == "-" else open(log, "rb")
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {log}: {exc.strerror}") from None
+    with stream:
+        while chunk := stream.read(CHUNK):
+            analyzer.feed(chunk)
+    result = analyzer.finish()
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_analysis(result))

@@ -1,0 +1,87 @@
+"""`kb eval DIR`: accuracy of the analyzer and the matcher on labeled cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kb.core.analyze import analyze
+from kb.core.evaluate import Case, SeedIncident, evaluate as run_evaluation
+from kb.core.records import CrashFeatures
+
+DEFAULT_SEEDS = Path(__file__).resolve().parents[2] / "seeds"
+
+
+def load_cases(directory: Path) -> list[Case]:
+    cases = []
+    for label_path in sorted(directory.glob("*.json")):
+        log_path = label_path.with_suffix(".log")
+        if not log_path.exists():
+            continue
+        try:
+            label = json.loads(label_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise click.ClickException(f"{label_path}: not valid JSON ({exc})") from None
+        cases.append(Case(label.get("id", label_path.stem), log_path.read_bytes(), label))
+    return cases
+
+
+def load_seed_incidents(directory: Path) -> list[SeedIncident]:
+    import yaml
+
+    incidents = []
+    for path in sorted(directory.rglob("*.yaml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict) or "slug" not in data:
+            continue
+        features = [CrashFeatures.from_analysis(analyze(str(example.get("log", "")).encode()))
+                    for example in data.get("examples") or []]
+        incidents.append(SeedIncident(data["slug"], features, bool(data.get("fixes"))))
+    return incidents
+
+
+@click.command("eval")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--against-seeds", "seeds_dir", is_flag=False, flag_value=str(DEFAULT_SEEDS), default=None,
+              type=click.Path(), help="Also report how many cases the seed knowledge base recognizes.")
+@click.option("-v", "--verbose", is_flag=True, help="One line per case.")
+def evaluate(directory: Path, seeds_dir: str | None, verbose: bool) -> None:
+    """Root-cause, context and grouping accuracy on a folder of labeled cases."""
+    cases = load_cases(directory)
+    if not cases:
+        raise click.ClickException(f"no labeled cases (<id>.json + <id>.log) in {directory}")
+    seeds = load_seed_incidents(Path(seeds_dir)) if seeds_dir else None
+    if seeds_dir and not seeds:
+        raise click.ClickException(f"no seed incidents found under {seeds_dir}")
+    report = run_evaluation(cases, seeds)
+    results = report["results"]
+    if verbose:
+        for r in results:
+            mark = "ok " if r.recoverable else "BAD"
+            group = "ok " if r.grouping_ok else "BAD"
+            bad_ctx = [k for k, ok in r.context.items() if not ok]
+            click.echo(f"{mark} grp={group} {r.id:<22} {r.failure_class:<40} got {r.got[:70]!r}")
+            if not r.recoverable:
+                click.echo(f"      expected {r.expected[:90]!r}")
+            if not r.grouping_ok:
+                click.echo(f"      nearest {r.nearest} ({r.nearest_score:.1f})")
+            if bad_ctx:
+                click.echo(f"      context wrong: {', '.join(bad_ctx)}")
+            if seeds is not None:
+                click.echo(f"      seed: {r.seed_match} ({r.seed_score:.1f})")
+    n = report["cases"]
+    click.echo(f"cases: {n}")
+    click.echo(f"root cause (type and message): {report['root_cause']:.1%}  "
+               f"[strict, truncated excerpts counted wrong: {report['root_cause_strict']:.1%}; type only: {report['exception_type']:.1%}]")
+    click.echo("context accuracy per field (cases labeled):")
+    for name, (accuracy, count) in report["context"].items():
+        click.echo(f"  {name:<15} {accuracy:6.1%}  ({count})")
+    click.echo(f"grouping, top-1 among recurring classes: {report['grouping_recurring']:.1%} of {report['recurring_cases']}")
+    click.echo(f"grouping, singletons kept new:           {report['grouping_singletons']:.1%} of {report['singleton_cases']}")
+    if seeds is not None:
+        s = report["seeds"]
+        click.echo(f"seed knowledge base ({len(seeds)} incidents): recognized with a fix "
+                   f"{s['recognized_recurring']:.1%} of recurring-class cases; wrong matches {s['wrong_match']:.1%} of all"
+                   + (f" ({', '.join(s['wrong_ids'])})" if s["wrong_ids"] else ""))

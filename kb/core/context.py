@@ -1,0 +1,256 @@
+"""Where the crash happened: engine and version, model and architecture, GPUs, topology,
+speculative decoding, versions of torch/CUDA, the phase and the time to crash.
+
+Each field keeps the first value the log states (launch arguments come first); a value
+found in the root cause's own message (e.g. "tensor parallel size (8)") fills gaps."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kb.core import patterns as P
+from kb.core.records import Context, ErrorEvent
+from kb.core.split import LogLine
+
+
+def _r(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+_NUM = r"['\"]?\s*[:=]?\s*['\"]?(\d+)"
+# (field, pattern) in priority order; group 1 is the value.
+FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("engine_version:vllm", _r(r"vLLM API server version v?(\d+\.\d+[\w.+-]*)")),
+    ("engine_version:vllm", _r(r"Initializing an? (?:V1 )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)")),
+    ("engine_version:vllm", _r(r"\bvllm(?:==| version:? |-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
+    ("engine_version:sglang", _r(r"\bsglang(?:==| version:? |-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
+    ("engine_version:tensorrt-llm", _r(r"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")),
+    ("engine_version:tgi", _r(r"text[-_]generation[-_](?:launcher|inference)[ /:]+v?(\d+\.\d+\.\d+)")),
+    ("model", _r(r"non-default args: \{.*?'model': '([^']+)'")),
+    ("model", _r(r"(?:^|[\s(,])model='([^']+)'")),
+    ("model", _r(r"model_path='([^']+)'")),
+    ("model", _r(r"(?:--model(?:-path|-id)?|--model_name_or_path)[= ]+['\"]?([^\s'\"]+)")),
+    ("model", _r(r"model_id: \"([^\"]+)\"")),
+    ("model", _r(r"vllm serve ([^\s-][^\s]*)")),
+    ("architecture", _r(r"Resolved architecture: (\w+)")),
+    ("architecture", _r(r"['\"]?architectures['\"]?\s*[:=]\s*\[\s*['\"](\w+)['\"]")),
+    ("architecture", _r(r"Model architectures \['(\w+)'\]")),
+    ("model_arch", _r(r"['\"]?model_type['\"]?\s*[:=]\s*['\"]?([a-z][\w-]*)")),
+    ("dtype", _r(r"(?:\bdtype=|'dtype': |--dtype[= ])(?:torch\.)?['\"]?(\w+)")),
+    ("quantization", _r(r"(?:\bquantization=|'quantization': |--quantization[= ])['\"]?(\w+)")),
+    ("tp", _r(r"tensor_parallel_size" + _NUM)),
+    ("tp", _r(r"(?:--tensor-parallel-size|--tp-size|--tp|\btp_size|--num-shard)[= ]+(\d+)")),
+    ("tp", _r(r"tensor parallel size \((\d+)\)")),
+    ("tp", _r(r"num_shard: Some\((\d+)\)")),
+    ("tp", _r(r"`num_shards`: (\d+)")),
+    ("dp", _r(r"data_parallel_size" + _NUM)),
+    ("dp", _r(r"(?:--data-parallel-size|--dp-size|--dp|\bdp_size)[= ]+(\d+)")),
+    ("pp", _r(r"pipeline_parallel_size" + _NUM)),
+    ("pp", _r(r"(?:--pipeline-parallel-size|--pp-size|\bpp_size)[= ]+(\d+)")),
+    ("ep", _r(r"(?:expert_parallel_size|\bep_size|--ep-size|--expert-parallel-size)" + _NUM)),
+    ("enable_ep", _r(r"(?:enable_expert_parallel['\"]?\s*[:=]\s*True|--enable-expert-parallel)")),
+    ("spec_method", _r(r"""['"]method['"]\s*:\s*['"](\w+)['"]""")),
+    ("spec_method", _r(r"--speculative-algorithm[= ](\w+)")),
+    ("spec_draft", _r(r"""speculative_config[^\n]*?['"]model['"]\s*:\s*['"]([^'"]+)['"]""")),
+    ("spec_draft", _r(r"--speculative-draft-model-path[= ](\S+)")),
+    ("spec_tokens", _r(r"""['"]num_speculative_tokens['"]\s*:\s*(\d+)""")),
+    ("cuda_visible_devices", _r(r"CUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?([\d,]+)")),
+    ("torch_version", _r(r"(?:PyTorch version:|\btorch(?:==| version:? |\s))\s*v?(\d+\.\d+\.\d+[\w.+]*)")),
+    ("cuda_version", _r(r"(?:CUDA Version:|CUDA used to build PyTorch:|cuda(?:==| version:? ))\s*(\d+\.\d+)", re.I)),
+    ("python_version", _r(r"/lib(?:64)?/python(3\.\d+)/")),
+    ("gpu_count", _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
+)
+_QUICK = re.compile(
+    r"version|args|rchitecture|model|dtype|quantiz|parallel|tp|dp|pp|ep_size|shard|speculative|CUDA|torch|python|nproc|gpus|world_size|expert"
+)
+
+_GPU = _r(
+    r"\b((?:NVIDIA|Tesla|Quadro|AMD Instinct)\s(?:GeForce\s)?(?:RTX\s|GTX\s)?(?:PRO\s)?[A-Z]?\d*[A-Z]*\d*\w*"
+    r"(?:[- ](?:\d+GB|HBM\d\w*|PCIe|SXM\d?\w*|NVL|Ti|Blackwell|Server|Workstation|Edition|Max-Q|D|Ada|Generation|\d{4}))*)"
+)
+_GPU_INDEX = _r(r"\|\s+(\d+)\s+NVIDIA|GPU (\d+): NVIDIA")
+
+_ENGINE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("tensorrt-llm", _r(r"tensorrt_llm|TensorRT-LLM|\[TRT\]|tritonserver")),
+    ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|ShardCannotStart")),
+    ("sglang", _r(r"\bsglang\b|sgl_kernel|sgl-workspace|scheduler_process|SGLang")),
+    ("vllm", _r(r"\bvllm\b|vLLM|EngineCore|VllmWorker|Worker_TP|VLLM_|gpu_memory_utilization|max_model_len")),
+    ("pytorch", _r(r"torchrun|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|deepspeed|accelerate|transformers/trainer|llamafactory|megatron")),
+)
+_ENGINE_PRIORITY = {"tensorrt-llm": 5, "tgi": 4, "sglang": 3, "vllm": 2, "pytorch": 1}
+
+# "Qwen3MoeForCausalLM" -> "qwen3_moe"
+_ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
+
+
+# "vllm/model_executor/models/llama.py", "custom_modeling/flash_llama_modeling.py",
+# "transformers/models/qwen2/modeling_qwen2.py" -> the model_type the code is for
+_MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|modeling_([a-z][a-z0-9_]*)\.py$")
+
+
+def arch_from_frames(files: list[str]) -> str | None:
+    for path in reversed(files):
+        match = _MODEL_FILE.search(path)
+        if match:
+            return match.group(1) or match.group(2)
+    return None
+
+
+def arch_to_model_type(architecture: str) -> str | None:
+    stem = _ARCH_SUFFIX.sub("", architecture)
+    if not stem:
+        return None
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", stem).lower()
+    return re.sub(r"_v_?(\d)", r"_v\1", snake)
+
+
+@dataclass
+class ContextCollector:
+    values: dict[str, str] = field(default_factory=dict)
+    engine_hits: dict[str, int] = field(default_factory=dict)
+    gpus: list[str] = field(default_factory=list)
+    gpu_indices: set[str] = field(default_factory=set)
+    phase_markers: list[tuple[int, str]] = field(default_factory=list)
+    first_timestamp: str | None = None
+    timestamps: list[tuple[int, str]] = field(default_factory=list)
+
+    def feed(self, line: LogLine) -> None:
+        body = line.body
+        if line.timestamp:
+            if self.first_timestamp is None:
+                self.first_timestamp = line.timestamp
+            if len(self.timestamps) < 4096 or line.number - self.timestamps[-1][0] > 1000:
+                self.timestamps.append((line.number, line.timestamp))
+        for name, pattern in _ENGINE_MARKERS:
+            if self.engine_hits.get(name, 0) < 50 and (pattern.search(body) or (line.process and pattern.search(line.process))):
+                self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
+        if _QUICK.search(body):
+            for name, pattern in FIELD_PATTERNS:
+                if name in self.values and not name.startswith("engine_version"):
+                    continue
+                match = pattern.search(body)
+                if match:
+                    value = match.group(1) if match.groups() else "1"
+                    self.values.setdefault(name, value)
+        if ("NVIDIA" in body or "Tesla" in body or "Quadro" in body) and len(self.gpus) < 64:
+            for match in _GPU.finditer(body):
+                name = match.group(1).strip()
+                if len(name) > 8:
+                    self.gpus.append(name)
+            index = _GPU_INDEX.search(body)
+            if index:
+                self.gpu_indices.add(index.group(1) or index.group(2))
+        for rule in P.PHASE_MARKERS:
+            if rule.pattern.search(body):
+                self.phase_markers.append((line.number, rule.phase or "unknown"))
+                break
+
+    # ------------------------------------------------------------------------------------
+    def build(self, root: ErrorEvent | None, frames_text: str, frame_files: list[str] | None = None) -> Context:
+        v = self.values
+        context = Context()
+        context.engine = self._engine(frames_text)
+        version = None
+        if context.engine:
+            version = v.get(f"engine_version:{context.engine}")
+        context.engine_version = version
+        context.model = v.get("model")
+        context.architecture = v.get("architecture")
+        context.model_arch = (v.get("model_arch") or (arch_to_model_type(context.architecture) if context.architecture else None)
+                              or arch_from_frames(frame_files or []))
+        context.dtype = v.get("dtype")
+        context.quantization = v.get("quantization") if v.get("quantization") not in (None, "None") else None
+        context.parallel.tp = _int(v.get("tp"))
+        context.parallel.dp = _int(v.get("dp"))
+        context.parallel.pp = _int(v.get("pp"))
+        context.parallel.ep = _int(v.get("ep"))
+        if context.parallel.ep is None and "enable_ep" in v and context.parallel.tp:
+            context.parallel.ep = context.parallel.tp * (context.parallel.dp or 1)
+        context.speculative.method = v.get("spec_method")
+        context.speculative.draft_model = v.get("spec_draft")
+        context.speculative.num_speculative_tokens = _int(v.get("spec_tokens"))
+        context.cuda_visible_devices = v.get("cuda_visible_devices")
+        context.torch_version = v.get("torch_version")
+        context.cuda_version = v.get("cuda_version")
+        context.python_version = v.get("python_version")
+        if self.gpus:
+            context.gpu.name = max(set(self.gpus), key=self.gpus.count)
+        context.gpu.count = _int(v.get("gpu_count")) or (len(self.gpu_indices) or None)
+        if context.gpu.count is None and context.cuda_visible_devices:
+            context.gpu.count = len([d for d in context.cuda_visible_devices.split(",") if d.strip()])
+        if context.gpu.count is None and context.parallel.tp:
+            context.gpu.count = context.parallel.tp * (context.parallel.dp or 1) * (context.parallel.pp or 1)
+        return context
+
+    def _engine(self, frames_text: str) -> str | None:
+        hits = dict(self.engine_hits)
+        for name, pattern in _ENGINE_MARKERS:
+            if pattern.search(frames_text):
+                hits[name] = hits.get(name, 0) + 5
+        if not hits:
+            return None
+        return max(hits, key=lambda name: (_ENGINE_PRIORITY[name] if hits[name] else 0, hits[name]))
+
+    def phase(self, root: ErrorEvent | None, crash_line: int | None, engine: str | None,
+              other_frames: list | None = None) -> str:
+        if root is not None:
+            frames = root.frames or other_frames or []
+            for frame in reversed(frames):
+                for pattern, phase in P.FRAME_PHASES:
+                    if pattern.search(frame.function) or (phase == "config" and pattern.search(frame.file)):
+                        if phase == "training" and engine not in (None, "pytorch"):
+                            continue
+                        return phase
+            for pattern, phase in P.MESSAGE_PHASES:
+                if pattern.search(root.message) or pattern.search(root.exception):
+                    return phase
+        stage_order = ["weight_loading", "kv_cache_profiling", "cuda_graph_capture", "serving"]
+        reached = [phase for number, phase in self.phase_markers if crash_line is None or number <= crash_line]
+        if reached:
+            return max(reached, key=stage_order.index)
+        if engine == "pytorch":
+            return "training"
+        return "startup" if root is not None and root.frames else "unknown"
+
+    def seconds_to_crash(self, crash_line: int | None) -> tuple[str | None, str | None, float | None]:
+        if self.first_timestamp is None:
+            return None, None, None
+        crash_ts = None
+        for number, ts in self.timestamps:
+            if crash_line is not None and number > crash_line:
+                break
+            crash_ts = ts
+        first, last = _parse_time(self.first_timestamp), _parse_time(crash_ts) if crash_ts else None
+        seconds = (last - first).total_seconds() if first and last else None
+        if seconds is not None and seconds < 0:
+            seconds = None
+        return self.first_timestamp, crash_ts, seconds
+
+
+_TIME_FORMATS = (
+    "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d %H:%M:%S,%f", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M:%S",
+    "%m/%d/%Y-%H:%M:%S", "%m%d %H:%M:%S.%f",
+)
+
+
+def _parse_time(text: str) -> datetime | None:
+    text = text.strip()
+    if len(text) > 26 and "." in text:  # nanoseconds: datetime takes microseconds
+        head, _, tail = text.partition(".")
+        text = f"{head}.{tail[:6]}{'Z' if text.endswith('Z') else ''}"
+    for fmt in _TIME_FORMATS:
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,201 @@
+"""Evaluation of the analyzer and the matcher on labeled cases (format:
+shared/corpus/README.md). Pure: the command reads the files and passes them in.
+
+Root cause: the exception type (module path ignored) and the message (whitespace folded;
+a label cut shorter than the log, or the reverse, still matches as a prefix). A case
+whose log lacks the exception line altogether counts as right when the analyzer says
+the log is truncated instead of inventing an answer ("recoverable" accuracy); the strict
+figure is printed beside it.
+Grouping: leave-one-out. Each case is matched against all the others; a case whose class
+recurs is right when its best match is `known` and of its class; a singleton is right
+when nothing is `known`."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from kb.core.analyze import analyze
+from kb.core.fingerprint import canonical_exception
+from kb.core.match import KNOWN_THRESHOLD, score
+from kb.core.records import Analysis, CrashFeatures
+
+CONTEXT_FIELDS = ("engine", "engine_version", "model", "model_arch", "gpu_name", "gpu_count", "tp", "dp", "pp", "ep", "phase")
+
+
+@dataclass
+class Case:
+    id: str
+    log: bytes
+    label: dict[str, Any]
+
+
+@dataclass
+class CaseResult:
+    id: str
+    failure_class: str
+    exception_ok: bool
+    message_ok: bool
+    recoverable: bool
+    got: str
+    expected: str
+    context: dict[str, bool] = field(default_factory=dict)
+    nearest: str | None = None
+    nearest_score: float = 0.0
+    grouping_ok: bool | None = None
+    seed_match: str | None = None
+    seed_score: float = 0.0
+
+
+def _fold(text: str) -> str:
+    return re.sub(r"\s+", " ", text or "").strip()
+
+
+def message_matches(got: str, expected: str) -> bool:
+    a, b = _fold(got), _fold(expected)
+    if a == b:
+        return True
+    if min(len(a), len(b)) >= 20 and (a.startswith(b) or b.startswith(a)):
+        return True
+    return bool(a and b) and fuzz.ratio(a, b) >= 90
+
+
+def _context_value(analysis: Analysis, name: str) -> Any:
+    ctx = analysis.context
+    return {
+        "engine": ctx.engine, "engine_version": ctx.engine_version, "model": ctx.model, "model_arch": ctx.model_arch,
+        "gpu_name": ctx.gpu.name, "gpu_count": ctx.gpu.count, "tp": ctx.parallel.tp, "dp": ctx.parallel.dp,
+        "pp": ctx.parallel.pp, "ep": ctx.parallel.ep, "phase": analysis.phase,
+    }[name]
+
+
+def _label_value(label: dict[str, Any], name: str) -> Any:
+    if name in ("gpu_name", "gpu_count"):
+        gpu = label.get("gpu") or {}
+        return gpu.get("name" if name == "gpu_name" else "count")
+    if name in ("tp", "dp", "pp", "ep"):
+        return (label.get("parallel") or {}).get(name)
+    return label.get(name)
+
+
+def _context_equal(name: str, got: Any, expected: Any) -> bool:
+    if got is None:
+        return False
+    if name in ("gpu_name", "model", "engine_version"):
+        g, e = str(got).lower(), str(expected).lower()
+        return g == e or e in g or g in e
+    return str(got).lower() == str(expected).lower()
+
+
+def evaluate_case(case: Case, analysis: Analysis) -> CaseResult:
+    expected = case.label.get("root_cause") or {}
+    root = analysis.root_cause
+    got_exc = root.exception if root else ""
+    got_msg = root.message if root else ""
+    exception_ok = bool(root) and canonical_exception(got_exc) == canonical_exception(expected.get("exception") or "")
+    message_ok = bool(root) and message_matches(got_msg, expected.get("message") or "")
+    text = case.log.decode("utf-8", "replace")
+    recoverable = exception_ok and message_ok
+    if not recoverable and case.label.get("log_is_truncated") and root is not None and root.truncated:
+        # the exception line is not in the excerpt: the honest answer is "truncated"
+        head = _fold(expected.get("message") or "")[:40]
+        recoverable = bool(head) and head not in _fold(text)
+    result = CaseResult(case.id, case.label.get("failure_class", "?"), exception_ok, message_ok, recoverable,
+                        got=f"{got_exc}: {_fold(got_msg)[:100]}", expected=f"{expected.get('exception')}: {_fold(expected.get('message') or '')[:100]}")
+    for name in CONTEXT_FIELDS:
+        want = _label_value(case.label, name)
+        if want is not None:
+            result.context[name] = _context_equal(name, _context_value(analysis, name), want)
+    return result
+
+
+@dataclass
+class SeedIncident:
+    slug: str
+    features: list[CrashFeatures]
+    has_fix: bool
+
+
+def evaluate(cases: list[Case], seeds: list[SeedIncident] | None = None) -> dict[str, Any]:
+    analyses = {case.id: analyze(case.log) for case in cases}
+    results = [evaluate_case(case, analyses[case.id]) for case in cases]
+    features = {case.id: CrashFeatures.from_analysis(analyses[case.id]) for case in cases}
+    classes = Counter(r.failure_class for r in results)
+    by_id = {r.id: r for r in results}
+
+    for result in results:
+        best, best_score = None, -1.0
+        for other in results:
+            if other.id == result.id:
+                continue
+            s = score(features[result.id], features[other.id]).score
+            if s > best_score:
+                best, best_score = other, s
+        result.nearest, result.nearest_score = (best.id if best else None), best_score
+        known = best is not None and best_score >= KNOWN_THRESHOLD
+        if classes[result.failure_class] > 1:
+            result.grouping_ok = known and best.failure_class == result.failure_class
+        else:
+            result.grouping_ok = not known
+
+    report: dict[str, Any] = {"cases": len(results)}
+    n = len(results) or 1
+    report["root_cause_strict"] = sum(r.exception_ok and r.message_ok for r in results) / n
+    report["root_cause"] = sum(r.recoverable for r in results) / n
+    report["exception_type"] = sum(r.exception_ok for r in results) / n
+    fields: dict[str, list[bool]] = defaultdict(list)
+    for r in results:
+        for name, ok in r.context.items():
+            fields[name].append(ok)
+    report["context"] = {name: (sum(v) / len(v), len(v)) for name, v in fields.items()}
+    recurring = [r for r in results if classes[r.failure_class] > 1]
+    singletons = [r for r in results if classes[r.failure_class] == 1]
+    report["grouping_recurring"] = (sum(bool(r.grouping_ok) for r in recurring) / len(recurring)) if recurring else None
+    report["grouping_singletons"] = (sum(bool(r.grouping_ok) for r in singletons) / len(singletons)) if singletons else None
+    report["recurring_cases"], report["singleton_cases"] = len(recurring), len(singletons)
+    if seeds is not None:
+        report["seeds"] = _against_seeds(results, features, seeds, classes)
+    report["results"] = results
+    report["by_id"] = by_id
+    return report
+
+
+def _against_seeds(results: list[CaseResult], features: dict[str, CrashFeatures], seeds: list[SeedIncident],
+                   classes: Counter) -> dict[str, Any]:
+    """Which seed incident each case matches (known tier). A class maps to the seed most of
+    its cases matched; a case is recognized when it matched its class's seed and that seed
+    has a fix; a wrong match is a known match to a seed that belongs to another class."""
+    for result in results:
+        best, best_score = None, -1.0
+        for seed in seeds:
+            for f in seed.features:
+                s = score(features[result.id], f).score
+                if s > best_score:
+                    best, best_score = seed, s
+        if best is not None and best_score >= KNOWN_THRESHOLD:
+            result.seed_match, result.seed_score = best.slug, best_score
+        else:
+            result.seed_score = max(best_score, 0.0)
+    votes: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        if r.seed_match:
+            votes[r.failure_class][r.seed_match] += 1
+    class_seed = {cls: counter.most_common(1)[0][0] for cls, counter in votes.items()}
+    seed_owner: dict[str, str] = {}
+    for cls, slug in class_seed.items():
+        seed_owner.setdefault(slug, cls)
+    has_fix = {s.slug: s.has_fix for s in seeds}
+    recurring = [r for r in results if classes[r.failure_class] > 1]
+    recognized = [r for r in recurring if r.seed_match and class_seed.get(r.failure_class) == r.seed_match and has_fix[r.seed_match]]
+    wrong = [r for r in results if r.seed_match and seed_owner.get(r.seed_match) != r.failure_class]
+    return {
+        "recognized_recurring": len(recognized) / len(recurring) if recurring else None,
+        "recognized_all": sum(1 for r in results if r.seed_match and class_seed.get(r.failure_class) == r.seed_match) / (len(results) or 1),
+        "wrong_match": len(wrong) / (len(results) or 1),
+        "wrong_ids": [r.id for r in wrong],
+        "class_seed": class_seed,
+    }

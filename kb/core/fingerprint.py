@@ -1,0 +1,101 @@
+"""Versioned crash fingerprint with a hint for every part, so a person can see why two
+crashes were grouped. Never change the algorithm in place: bump VERSION."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from kb.core.normalize import frame_key, library_path, message_template, relevant
+from kb.core.records import ErrorEvent, Fingerprint, Hint
+
+VERSION = "1"
+FRAMES_KEPT = 6  # in-library frames nearest the raise
+SHORT_MESSAGE = 12  # below this many characters the message alone cannot tell causes apart
+
+
+def canonical_exception(name: str) -> str:
+    """'torch.cuda.OutOfMemoryError' and 'torch.OutOfMemoryError' are one type that moved."""
+    if not name:
+        return ""
+    base = name.split("(")[0]
+    return base.rsplit(".", 1)[-1] if "." in base else base
+
+
+_KILLED = re.compile(r"\bsignal (SIG[A-Z]+)|\bexit ?code:? -(\d+)|Signal (\d+) \(|\b(SIGKILL|SIGSEGV|SIGABRT|SIGBUS)\b", re.I)
+_SIGNAL_NAMES = {"9": "SIGKILL", "11": "SIGSEGV", "6": "SIGABRT", "7": "SIGBUS", "15": "SIGTERM"}
+
+
+def killed_by(event: ErrorEvent) -> str | None:
+    """A process killed by a signal has no identity but the signal: torchrun's exit code
+    -9, multiprocessing's 'terminated with signal SIGKILL' and a bare SIGKILL are one crash."""
+    if event.kind == "signal" and event.exception.startswith("SIG"):
+        return event.exception
+    match = _KILLED.search(f"{event.exception} {event.message}")
+    if not match:
+        return None
+    name = match.group(1) or match.group(4)
+    if name:
+        return name.upper()
+    number = match.group(2) or match.group(3)
+    return _SIGNAL_NAMES.get(number)
+
+
+def fingerprint(event: ErrorEvent | None) -> Fingerprint:
+    if event is None:
+        return Fingerprint(version=VERSION, hash=_digest("no-error"), signature="(no error found)",
+                           exception="", message_template="",
+                           hints=[Hint("exception", "", False, "no error found in the log")])
+    hints: list[Hint] = []
+    signal = killed_by(event) if len(event.message) < 300 else None
+    if signal:
+        exception, template = signal, f"process killed by {signal}"
+        hints.append(Hint("exception", f"{event.exception}: {event.message}", True,
+                          f"a process killed by {signal}: the signal is the identity, the wording is not"))
+        return Fingerprint(version=VERSION, hash=_digest("\x1f".join([VERSION, exception, template])),
+                           signature=f"{exception}: {template}", exception=exception, message_template=template,
+                           frames=[], hints=hints)
+    exception = canonical_exception(event.exception)
+    if exception != event.exception:
+        hints.append(Hint("exception", event.exception, True, f"module path dropped: compared as {exception}"))
+    else:
+        hints.append(Hint("exception", exception, True, "exception type"))
+    template = message_template(event.message)
+    if template != event.message.strip():
+        hints.append(Hint("message", template, True, "paths, numbers, sizes, addresses, ranks and GPU indices replaced"))
+    else:
+        hints.append(Hint("message", template, True, "message as printed"))
+
+    frames: list[str] = []
+    for frame in reversed(event.frames):  # nearest the raise first
+        key = frame_key(frame)
+        rule = relevant(key)
+        if rule is not None:
+            hints.append(Hint("frame", key, False, f"{rule.name}: {rule.why}"))
+            continue
+        if len(frames) >= FRAMES_KEPT:
+            hints.append(Hint("frame", key, False, f"beyond the {FRAMES_KEPT} frames nearest the raise"))
+            continue
+        frames.append(key)
+        dropped = []
+        if frame.line is not None:
+            dropped.append("line number dropped")
+        if library_path(frame.file) != frame.file:
+            dropped.append("install prefix removed")
+        hints.append(Hint("frame", key, True, ", ".join(dropped) or "frame"))
+    frames.reverse()
+
+    parts = [VERSION, exception, template]
+    if len(template) < SHORT_MESSAGE:
+        parts.extend(frames[-3:])
+        hints.append(Hint("frame", " < ".join(frames[-3:]), True,
+                          "message too short to identify the cause: the 3 frames nearest the raise join the hash"))
+    signature = f"{exception}: {template}" if template else exception
+    if frames:
+        signature += " | " + " < ".join(f.rsplit(":", 1)[-1] for f in reversed(frames[-3:]))
+    return Fingerprint(version=VERSION, hash=_digest("\x1f".join(parts)), signature=signature[:400],
+                       exception=exception, message_template=template, frames=frames, hints=hints)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -1,0 +1,125 @@
+"""Normalization: what must not split two crashes with the same cause (paths, numbers,
+sizes, addresses, pids, ranks, GPU indices, timestamps), as an ordered table of named
+rules with samples, like Sentry's parameterization. Also frame paths made
+library-relative and the frames that say nothing about the cause."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kb.core.records import Frame
+
+
+@dataclass(frozen=True)
+class Normalizer:
+    name: str
+    pattern: re.Pattern[str]
+    replacement: str
+    sample: str
+    why: str
+
+
+MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
+    Normalizer("long-list", re.compile(r"\[(?:'[^']*'(?:, )?){6,}[^\]]*\]?|\[[^\]]{160,}\]?"), "[<list>]",
+               "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', ...]",
+               "lists of supported things change with every release"),
+    Normalizer("url", re.compile(r"https?://\S+"), "<url>", "See https://docs.vllm.ai/en/latest/x for more", "doc links move"),
+    Normalizer("path", re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>",
+               "/usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.so", "install locations differ"),
+    Normalizer("dotted-name", re.compile(r"\b[a-z_]\w*(?:\.\w+){2,}\b"), "<name>",
+               "weight model.layers.0.self_attn.q_proj.weight does not exist",
+               "parameter and module names depend on the model, not on the cause"),
+    Normalizer("uuid", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>",
+               "request 123e4567-e89b-12d3-a456-426614174000", "ids are per run"),
+    Normalizer("hex", re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{24,}\b"), "<hex>", "at 0x7f3789a61310", "addresses are per run"),
+    Normalizer("ip", re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>", "ip=29.125.226.69", "hosts differ"),
+    Normalizer("timestamp", re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>",
+               "2025-04-15 13:37:25,916", "time of the crash"),
+    Normalizer("size", re.compile(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b"), "<size>", "Tried to allocate 1.74 GiB",
+               "memory sizes depend on the model and the GPU"),
+    Normalizer("device", re.compile(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",
+               "GPU 7 has a total capacity", "which GPU or rank failed is not the cause"),
+    Normalizer("number", re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])"), "<n>", "(got `num_heads`: 71 and `num_shards`: 2",
+               "counts, pids, lengths and line numbers vary between runs"),
+    Normalizer("whitespace", re.compile(r"\s+"), " ", "a\n  b", "line wrapping differs"),
+)
+
+MAX_TEMPLATE = 240
+
+
+def message_template(message: str) -> str:
+    """`message` with the per-run parts replaced, cut to a length that survives the
+    truncation that log viewers and bug reports apply."""
+    text = message.strip()
+    for rule in MESSAGE_NORMALIZERS:
+        text = rule.pattern.sub(rule.replacement, text)
+    return text.strip()[:MAX_TEMPLATE]
+
+
+# -- frames -----------------------------------------------------------------------------
+_PACKAGE_ROOT = re.compile(r"(?:site|dist)-packages/")
+_KNOWN_PACKAGES = ("vllm", "sglang", "torch", "text_generation_server", "tensorrt_llm", "transformers",
+                   "ray", "triton", "flash_attn", "xformers", "deepspeed", "accelerate", "megatron",
+                   "xinference", "llama_index", "specforge", "trl", "peft", "llamafactory", "verl")
+_KNOWN_ROOT = re.compile(r"/(?:python/)?(" + "|".join(_KNOWN_PACKAGES) + r")/")
+_STDLIB = re.compile(r"/lib(?:64)?/python3\.\d+/")
+
+
+def library_path(path: str) -> str:
+    """'/root/env/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py' -> 'vllm/v1/worker/gpu_worker.py'."""
+    path = path.replace("\\", "/")
+    match = None
+    for match in _PACKAGE_ROOT.finditer(path):
+        pass
+    if match is not None:
+        return path[match.end():]
+    found = None
+    for found in _KNOWN_ROOT.finditer(path):
+        pass
+    if found is not None:
+        return path[found.start(1):]
+    stdlib = _STDLIB.search(path)
+    if stdlib:
+        return path[stdlib.end():]
+    parts = [p for p in path.split("/") if p]
+    return "/".join(parts[-2:]) if parts else path
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    name: str
+    pattern: re.Pattern[str]  # matched against "library/path.py:function"
+    sample: str
+    why: str
+
+
+# Frames that say nothing about the cause: wrappers, dispatch, process bootstrap.
+IRRELEVANT_FRAMES: tuple[FrameRule, ...] = (
+    FrameRule("torch-module-call", re.compile(r"^torch/nn/modules/module\.py:(?:_call_impl|_wrapped_call_impl)$"),
+              "torch/nn/modules/module.py:_call_impl", "nn.Module dispatch"),
+    FrameRule("contextlib", re.compile(r"(?:^|/)contextlib\.py:|torch/utils/_contextlib\.py:"),
+              "torch/utils/_contextlib.py:decorate_context", "decorators"),
+    FrameRule("stdlib-plumbing", re.compile(r"^(?:multiprocessing|threading|concurrent/futures|asyncio|runpy|functools|selectors|subprocess)[/.]"),
+              "multiprocessing/process.py:_bootstrap", "process and thread bootstrap"),
+    FrameRule("uvloop", re.compile(r"uvloop"), "uvloop/loop.pyx:uvloop.loop.Loop.run_until_complete", "event loop"),
+    FrameRule("frozen", re.compile(r"^<frozen |<string>|<stdin>"), "<frozen importlib._bootstrap>:_call_with_frames_removed", "import machinery"),
+    FrameRule("tracing-wrapper", re.compile(r"tracing/otel\.py:|:(?:sync_wrapper|async_wrapper|wrapper|inner|wrapped|_wrapper)$"),
+              "vllm/tracing/otel.py:sync_wrapper", "instrumentation and generic wrappers"),
+    FrameRule("elastic-wrapper", re.compile(r"torch/distributed/elastic/multiprocessing/errors/__init__\.py:"),
+              "torch/distributed/elastic/multiprocessing/errors/__init__.py:wrapper", "torchrun's error recorder"),
+    FrameRule("cli-entry", re.compile(r"(?:^|/)(?:bin/[\w.-]+|scripts\.py|cli/main\.py|click/core\.py|typer/(?:main|core)\.py):"),
+              "bin/vllm:<module>", "command-line entry points"),
+)
+
+
+def frame_key(frame: Frame) -> str:
+    return f"{library_path(frame.file)}:{frame.function}"
+
+
+def relevant(key: str) -> FrameRule | None:
+    """The rule that makes this frame irrelevant, or None when it counts."""
+    for rule in IRRELEVANT_FRAMES:
+        if rule.pattern.search(key):
+            return rule
+    return None

@@ -1,0 +1,339 @@
+"""What the analyzer knows about log formats, as ordered tables of small named entries.
+
+Every entry has a name, a comment saying why it exists, and a sample line it must match
+(tests/core/test_patterns.py checks each sample against its pattern). Order matters:
+the first entry that matches wins. Ideas: Socorro's rule lists, PyTorch's log
+classifier (priority-ordered regexes), NVIDIA's error-pattern roles.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    pattern: re.Pattern[str]
+    sample: str
+    why: str
+    # extra fields used by some tables
+    exception: str | None = None  # label of the error this rule produces
+    role: str | None = None  # root | symptom | cascade | confirmation | benign
+    kind: str | None = None
+    phase: str | None = None
+    anchors: tuple[str, ...] = field(default_factory=tuple)  # literals for the pre-filter
+
+
+def _r(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+# --------------------------------------------------------------------------------------
+# Line prefixes, stripped layer by layer (a docker prefix, then a timestamp, then a
+# process label, then a level header ...). Named groups: proc, level, ts, src.
+# `header` entries are log-record headers: a new record starts on that line.
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Prefix:
+    name: str
+    pattern: re.Pattern[str]
+    sample: str
+    why: str
+    header: bool = False
+
+
+PREFIXES: tuple[Prefix, ...] = (
+    Prefix("compose-tail", _r(r"^\s*\|\s?(?=\S)"), "  | (EngineCore_DP0 pid=6804) ValueError: x",
+           "docker compose / k8s viewers that leave a bare '| ' gutter"),
+    Prefix("compose-service", _r(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s+\|\s?"), "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
+           "docker compose prefixes each line with the service name and replica"),
+    Prefix("iso-bracket", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\]\s+(?=\S)(?!\[)"),
+           "[2026-01-26T17:25:37Z] (EngineCore_DP0 pid=738) ERROR 01-26 09:25:37 [core.py:935] x",
+           "log shippers that prepend an ISO timestamp in brackets", header=True),
+    Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
+           "[2025-06-13 09:59:00 TP3] Scheduler hit an exception: x",
+           "SGLang: '[time TPn] ' with the rank labels of the scheduler process", header=True),
+    Prefix("vllm-process", _r(r"^\((?P<proc>[^()]{0,80}?pid=\d+[^()]{0,200}?)\)\s?"),
+           "(VllmWorker TP3 pid=4242) ERROR 02-22 17:52:14 [multiproc_executor.py:783] x",
+           "vLLM V1 and Ray prefix every line of a child process with its name and pid"),
+    Prefix("vllm-level", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+(?:\[(?P<src>[\w./-]+:\d+)\]|(?P<src2>[\w./-]+:\d+)\])\s?"),
+           "ERROR 02-22 17:52:14 [core.py:1029] Traceback (most recent call last):",
+           "vLLM's logger: level, month-day time and [file:line] (older versions lack the '[')",
+           header=True),
+    Prefix("torch-rank", _r(r"^\[(?P<proc>(?:default)?rank\d+)\]:\s?"), "[rank3]:   File \"train.py\", line 1, in <module>",
+           "torchrun's --tee / log prefix for each local rank"),
+    Prefix("glog-bracket", _r(r"^\[(?P<level>[IWEF])(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+) [\w./-]+:\d+\]\s?"),
+           "[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: x",
+           "c10 warnings printed by PyTorch's C++ side", header=True),
+    Prefix("glog", _r(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s?"),
+           "E0724 19:33:34.565000 128818126430656 torch/distributed/elastic/multiprocessing/api.py:702] failed",
+           "torch.distributed.elastic logs in glog format", header=True),
+    Prefix("py-logging", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- |[\w.]+ \d+ (?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)"),
+           "2025-04-15 13:37:25,916 ERROR worker.py:422 -- Unhandled error",
+           "Ray and xinference use Python logging with a comma before milliseconds", header=True),
+    Prefix("torchrun-old", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] [\w.]+: \[(?P<level>\w+)\]\s?"),
+           "[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)",
+           "torchrun before 2.2 logged with a bracketed timestamp", header=True),
+    Prefix("tgi", _r(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:(?P<proc>shard-manager|download|webserver)[^:]*: )?[\w:]+: "),
+           "2023-08-25T10:57:30.352453Z ERROR text_generation_launcher: Error when initializing model",
+           "TGI's Rust launcher (tracing) header", header=True),
+    Prefix("trt-time", _r(r"^\[(?P<ts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s"),
+           "[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device",
+           "TensorRT's logger timestamp", header=True),
+    Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)?"),
+           "2024-01-01 10:00:00.123 ERROR something failed",
+           "any other ISO-timestamped logger", header=True),
+)
+
+# Symbols of process labels that identify the rank, for occurrence groups.
+RANK_IN_PROCESS = _r(r"(?:TP|DP|EP|PP|rank[= ]?|_)(\d+)")
+
+# --------------------------------------------------------------------------------------
+# Python traceback grammar
+# --------------------------------------------------------------------------------------
+TRACEBACK_START = _r(r"Traceback \(most recent call last\):\s*$")
+FRAME = _r(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+CARET = _r(r"^\s*[\^~]+\s*$")
+CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
+CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
+# "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg"
+EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z_]\w*(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$")
+# Outside a traceback a bare "Name: text" is only an exception when it is named like one.
+EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$")
+# A message that is the repr of an exception raised by `raise X(...` on a truncated log.
+RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<msg>[^\"']*))?")
+
+# --------------------------------------------------------------------------------------
+# Error lines that are not Python exception lines. role decides what they mean.
+# --------------------------------------------------------------------------------------
+ERROR_LINES: tuple[Rule, ...] = (
+    Rule("pydantic-value-error",
+         _r(r"^\s*(?P<label>Value|Assertion) error, (?P<msg>.+?)(?: \[type=\w+_error\b.*)?$"),
+         "Value error, User-specified max_model_len (131072) is greater than the derived max_model_len [type=value_error, input_value=1]",
+         "vLLM >= 0.10 validates config with pydantic, which prints the ValueError's text after 'Value error, '",
+         exception="ValueError", role="root", kind="python", anchors=("Value error", "Assertion error")),
+    Rule("cuda-device-assert",
+         _r(r"(?:^|[\s:])(?:[\w/.-]+\.(?:cu|cuh|cpp):\d+: )?(?P<msg>\w[\w:<>, ]*: block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `.+` failed\.)"),
+         "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1500: indexSelectSmallIndex: block: [32,0,0], thread: [63,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+         "a failed device-side assertion is printed once per GPU thread: it is one event and it is the trigger",
+         exception="CUDA device-side assert", role="root", kind="cuda", anchors=("Assertion `",)),
+    Rule("trtllm-error",
+         _r(r"\[TensorRT-LLM\]\[ERROR\] (?:\[TensorRT-LLM\]\[ERROR\] )*(?P<msg>.+)$"),
+         "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/x/tllmBuffers.h:112)",
+         "TensorRT-LLM's C++ runtime logs fatal errors with this tag, often without a Python exception",
+         exception="[TensorRT-LLM][ERROR]", role="root", kind="cpp", anchors=("[TensorRT-LLM][ERROR]",)),
+    Rule("tensorrt-error",
+         _r(r"^\[TRT\] \[E\] (?P<msg>.+)$"),
+         "[TRT] [E] 6: The engine plan file is generated on an incompatible device, expecting compute 8.0 got compute 8.9, please rebuild.",
+         "TensorRT's logger at error severity; the first one is the trigger, later ones are consequences",
+         exception="[TRT] [E]", role="root", kind="cpp", anchors=("[TRT] [E]",)),
+    Rule("torch-elastic-signal",
+         _r(r"(?P<msg>failed \(exitcode: -(?P<signal>\d+)\) local_rank: .*)$"),
+         "failed (exitcode: -9) local_rank: 0 (pid: 62498) of binary: /usr/bin/python",
+         "torchrun reports a child killed by a signal (-9 is usually the host OOM killer)",
+         exception="signal", role="confirmation", kind="signal", anchors=("exitcode: -",)),
+    Rule("exit-code-signal",
+         _r(r"^(?P<msg>Exit code: -(?P<signal>\d+))\s*$"),
+         "Exit code: -9",
+         "SGLang's launcher prints the scheduler's negative exit code when it was killed",
+         exception="signal", role="confirmation", kind="signal", anchors=("Exit code: -",)),
+    Rule("oom-killer",
+         _r(r"(?P<msg>Out of memory: Killed process \d+ \([^)]*\).*)$"),
+         "[12345.678] Out of memory: Killed process 4242 (python3) total-vm:1234kB, anon-rss:99kB",
+         "the kernel's OOM killer (dmesg) confirms a host-memory kill",
+         exception="OOMKilled", role="confirmation", kind="oom_kill", anchors=("Out of memory: Killed",)),
+    Rule("segfault",
+         _r(r"(?P<msg>(?:Fatal Python error: )?Segmentation fault(?: \(core dumped\))?.*)$"),
+         "Fatal Python error: Segmentation fault",
+         "a native crash: the faulthandler stack that follows says where",
+         exception="SIGSEGV", role="root", kind="signal", anchors=("Segmentation fault",)),
+    Rule("fatal-abort",
+         _r(r"(?P<msg>Fatal Python error: Aborted.*)$"),
+         "Fatal Python error: Aborted",
+         "abort() from native code, usually after a C++ exception",
+         exception="SIGABRT", role="root", kind="signal", anchors=("Fatal Python error",)),
+    Rule("nccl-warn",
+         _r(r"NCCL WARN (?P<msg>.+)$"),
+         "node1:4242:4300 [3] NCCL WARN Cuda failure 'out of memory'",
+         "NCCL warnings usually follow an earlier trigger on some rank: a cascade",
+         exception="NCCL WARN", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
+    Rule("bash-killed",
+         _r(r"^(?P<msg>(?:.*: line \d+: +\d+ )?Killed(?:\s+.*)?)$"),
+         "run.sh: line 3:  4242 Killed                  python3 -m vllm.entrypoints.openai.api_server",
+         "the shell reports a child killed by SIGKILL (host OOM killer)",
+         exception="SIGKILL", role="confirmation", kind="signal", anchors=("Killed",)),
+)
+
+# Error messages some engines log without an exception type, mapped to the type the
+# engine raises (taken from the engines' source). Lets a log with only these lines
+# still name the exception.
+KNOWN_MESSAGES: tuple[Rule, ...] = (
+    Rule("vllm-v0-kv-cache-too-small",
+         _r(r"^(?P<msg>The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache.*)$"),
+         "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization`",
+         "vllm/worker/worker.py raise_if_cache_size_invalid raises ValueError with this text",
+         exception="ValueError", role="root", kind="python", phase="kv_cache_profiling", anchors=("max seq len",)),
+    Rule("vllm-ray-driver-without-gpu",
+         _r(r"^(?P<msg>Ray does not allocate any GPUs on the driver node.*)$"),
+         "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group",
+         "vllm/executor/ray_gpu_executor.py raises ValueError with this text and V0 logs it first",
+         exception="ValueError", role="root", kind="python", phase="startup", anchors=("Ray does not allocate",)),
+    Rule("vllm-no-cache-blocks",
+         _r(r"^(?P<msg>No available memory for the cache blocks\..*)$"),
+         "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+         "vLLM raises ValueError with this text when profiling leaves no room for the KV cache",
+         exception="ValueError", role="root", kind="python", phase="kv_cache_profiling", anchors=("No available memory for the cache",)),
+)
+
+# --------------------------------------------------------------------------------------
+# Symptoms: wrappers that report that something else failed. They are set aside when a
+# better candidate exists. Matched against "Exception: message" and plain log text.
+# --------------------------------------------------------------------------------------
+SYMPTOMS: tuple[Rule, ...] = (
+    Rule("vllm-engine-core-init", _r(r"Engine core initialization failed"),
+         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+         "vLLM V1's API server wraps any engine-core start-up failure in this message"),
+    Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
+         "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",
+         "vLLM V1's executor reports that one worker died during start-up"),
+    Rule("vllm-worker-died", _r(r"[Ww]orker (?:proc \w+ )?died|[Ww]orker died unexpectedly"),
+         "RuntimeError: Worker died unexpectedly", "the executor noticed a worker exit: the worker's own error is the cause"),
+    Rule("vllm-engine-dead", _r(r"EngineDeadError|EngineCore encountered an issue|Engine loop has died|MQLLMEngine|engine died unexpectedly|AsyncEngineDeadError"),
+         "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+         "the API server's view of a dead engine core"),
+    Rule("vllm-core-proc-failed", _r(r"Failed core proc\(s\)|Engine process failed to start"),
+         "Engine process failed to start. See stack trace for the root cause.", "launcher summary"),
+    Rule("vllm-workerproc-hit", _r(r"^WorkerProc hit an exception|^Exception in worker \w+ while processing method"),
+         "WorkerProc hit an exception.", "header logged before the worker's traceback"),
+    Rule("ray-actor-died", _r(r"[Aa]ctor died|RayActorError|ActorDiedError|Unhandled error \(suppress with|RayTaskError\b"),
+         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+         "Ray reports a dead actor; the actor's own traceback is the cause"),
+    Rule("torch-child-failed", _r(r"ChildFailedError"),
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+         "torchrun's summary of failed ranks; the rank's error (or signal) is the cause"),
+    Rule("sglang-scheduler-dead", _r(r"scheduler is dead|Scheduler hit an exception|Received sigquit from a child process|child process.*(?:died|crashed)"),
+         "Rank 0 scheduler is dead. Please check if there are relevant logs.",
+         "SGLang's tokenizer manager notices the scheduler died"),
+    Rule("tgi-shard", _r(r"Shard \d+ failed to start|ShardCannotStart|Error when initializing model|Method Warmup encountered an error|Shard complete standard error output|Shard process was signaled|WebserverFailed"),
+         "Error: ShardCannotStart", "TGI's launcher reports the Python shard's failure"),
+    Rule("xinference-launch", _r(r"Failed to launch model|launch_builtin_model"),
+         "Failed to launch model", "wrapper of an engine failure in xinference"),
+    Rule("process-pool-broken", _r(r"BrokenProcessPool|A process in the process pool was terminated abruptly"),
+         "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly",
+         "the pool lost a child; the child's error is the cause"),
+    Rule("subprocess-exit", _r(r"CalledProcessError: Command .* returned non-zero exit status|died with <Signals"),
+         "subprocess.CalledProcessError: Command '['x']' returned non-zero exit status 1.",
+         "a launcher reporting that its child failed"),
+    Rule("trt-internal-assert", _r(r"Error Code 2: Internal Error \(Assertion"),
+         "[TRT] [E] 2: [engine.cpp::deserializeEngine::1148] Error Code 2: Internal Error (Assertion engine->deserialize(start, size, allocator, runtime) failed. )",
+         "TensorRT's internal assertion after an earlier, specific error"),
+)
+
+# Errors that are consequences of a failure elsewhere (another rank, an earlier kernel).
+CASCADES: tuple[Rule, ...] = (
+    Rule("nccl-error", _r(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|NCCL communicator was aborted"),
+         "RuntimeError: NCCL error: unhandled cuda error", "NCCL reports that a peer or the device failed"),
+    Rule("nccl-watchdog", _r(r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*[Tt]imeout"),
+         "[Rank 7] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=199, ...)",
+         "a collective timed out because some rank stopped; look for that rank's error"),
+    Rule("device-assert-triggered", _r(r"device-side assert triggered"),
+         "RuntimeError: CUDA error: device-side assert triggered",
+         "the assertion line printed by the kernel is the trigger"),
+    Rule("peer-gone", _r(r"^(?:EOFError|BrokenPipeError|ConnectionResetError|ConnectionRefusedError)\b|Connection reset by peer|Broken pipe"),
+         "BrokenPipeError: [Errno 32] Broken pipe", "another process went away first"),
+    Rule("signal-received", _r(r"Signal \d+ \(SIG\w+\) received by PID|received signal SIG"),
+         "Signal 9 (SIGKILL) received by PID 4242", "the process was killed; the killer's reason is the cause"),
+)
+
+# Benign: tracebacks and lines that are not the cause (teardown noise, recovered warnings).
+BENIGN: tuple[Rule, ...] = (
+    Rule("exception-ignored", _r(r"^Exception ignored in"),
+         "Exception ignored in: <function Pool.__del__ at 0x7f>", "interpreter teardown after the crash"),
+    Rule("leaked-semaphore", _r(r"leaked semaphore objects|resource_tracker: There appear to be"),
+         "resource_tracker: There appear to be 1 leaked semaphore objects to clean up at shutdown",
+         "multiprocessing teardown noise"),
+    Rule("destroy-process-group", _r(r"destroy_process_group\(\) was not called|process group has NOT been destroyed"),
+         "WARNING: destroy_process_group() was not called before program exit, which can leak resources.",
+         "torch.distributed teardown warning"),
+    Rule("keyboard-interrupt", _r(r"^KeyboardInterrupt\b|^asyncio\.exceptions\.CancelledError|^CancelledError|^SystemExit\b|^GeneratorExit\b"),
+         "KeyboardInterrupt", "a shutdown the user or the launcher asked for"),
+    Rule("warnings", _r(r"^[\w.]*Warning: "),
+         "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated.", "Python warnings are not errors"),
+)
+
+# Continuation lines that are boilerplate hints, not part of the message.
+MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
+    Rule("cuda-async-hint", _r(r"^CUDA kernel errors might be asynchronously reported"),
+         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+         "PyTorch appends this to every CUDA error"),
+    Rule("cuda-launch-blocking", _r(r"^For debugging consider passing CUDA_LAUNCH_BLOCKING"),
+         "For debugging consider passing CUDA_LAUNCH_BLOCKING=1", "PyTorch's CUDA error hint"),
+    Rule("cuda-dsa", _r(r"^Compile with `TORCH_USE_CUDA_DSA`"),
+         "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", "PyTorch's CUDA error hint"),
+    Rule("tgi-rank-field", _r(r"^\s*rank=\d+\s*$"), " rank=0", "TGI appends the shard's tracing field"),
+)
+
+# Markers of the crash phase, in pipeline order; the furthest stage reached before the
+# crash wins (stages only move forward during a launch).
+PHASE_MARKERS: tuple[Rule, ...] = (
+    Rule("weight-loading", _r(r"Loading (?:safetensors|pt) checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"),
+         "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read", phase="weight_loading"),
+    Rule("kv-profiling", _r(r"Loading model weights took|Model loading took|Memory profiling takes|Available KV cache memory|# GPU blocks|KV cache is|determine_num_available_blocks|Load weight end|Memory pool end"),
+         "Loading model weights took 14.99 GB", "weights are in; memory profiling follows", phase="kv_cache_profiling"),
+    Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph begin|capturing CUDA graph", re.I),
+         "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture"),
+    Rule("serving", _r(r"Application startup complete|Uvicorn running on|Avg prompt throughput|The server is fired up|Connected|POST /v1/|Prefill batch\.|Decode batch\."),
+         "INFO:     Application startup complete.", "the server accepted requests", phase="serving"),
+)
+
+# Phase implied by the function a frame names (root cause frames, nearest the raise first).
+FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b"), "cuda_graph_capture"),
+    (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"), "kv_cache_profiling"),
+    (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
+    (_r(r"execute_model|event_loop|step_async|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop"), "serving"),
+    (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
+    (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed|run_scheduler_process|_bootstrap"), "startup"),
+    (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
+)
+
+# Phase implied by the root cause's message.
+MESSAGE_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (_r(r"cuda graph|CUDA graph", re.I), "cuda_graph_capture"),
+    (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
+    (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"), "config"),
+    (_r(r"Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|out of bounds|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
+)
+
+
+# --------------------------------------------------------------------------------------
+# Pre-filter anchors: literals whose presence makes a line worth parsing. Everything the
+# parser or the context extractor reacts to must be reachable from one of these.
+# --------------------------------------------------------------------------------------
+ERROR_ANCHORS: tuple[str, ...] = (
+    "Traceback", 'File "', 'File \\"', "Error", "error", "ERROR", "Exception", "exception",
+    "terminate called", "what():", "Killed", "killed", "SIG", "exitcode", "Exit code",
+    "Assertion", "assert", "NCCL", "failed", "Failed", "FAILED", "dead", "died", "Fatal",
+    "out of memory", "raise ", "[E]", "Warning", "WARNING", "not supported", "CUDA",
+) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)
+
+CONTEXT_ANCHORS: tuple[str, ...] = (
+    "version", "Version", "non-default args", "rchitecture", "model_type", "CUDA_VISIBLE_DEVICES",
+    "NVIDIA", "Tesla", "tensor_parallel_size", "tensor-parallel-size", "tp_size", "--tp",
+    "pipeline_parallel_size", "pipeline-parallel-size", "data_parallel_size", "data-parallel-size",
+    "dp_size", "pp_size", "ep_size", "expert_parallel", "expert-parallel", "speculative",
+    "model=", "model_path", "--model", "model_id", "'model'", "dtype", "quantization",
+    "Loading", "Capturing", "capturing", "profil", "KV cache", "GPU blocks", "throughput",
+    "startup complete", "Uvicorn running", "fired up", "weights took", "torch", "num_shard",
+    "ServerArgs", "server_args", "world_size", "nproc_per_node", "Load weight",
+    "Memory pool", "Starting to load", "POST /v1", "batch.", "Connected",
+)
+
+SECRET_ANCHORS: tuple[str, ...] = (
+    "hf_", "sk-", "Bearer", "api-key", "api_key", "TOKEN", "_KEY", "SECRET", "PASSWORD",
+    "PASSWD", "AKIA", "ASIA", "://", "token", "Token", "password", "Password", "secret",
+    "access_key", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
+)

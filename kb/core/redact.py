@@ -1,0 +1,53 @@
+"""Secrets out before anything leaves the core: launch commands and env dumps in crash
+logs carry HF tokens, API keys and database passwords. Each rule keeps the name of what
+was redacted (so the log still reads) and replaces only the value."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MASK = "***"
+
+
+@dataclass(frozen=True)
+class SecretRule:
+    name: str
+    pattern: re.Pattern[str]
+    replacement: str
+    sample: str
+
+
+SECRET_RULES: tuple[SecretRule, ...] = (
+    SecretRule("url-password", re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^@\s/'\"]+@"),
+               rf"\g<1>{MASK}@", "postgresql://kb:hunter2@db:5432/kb"),
+    SecretRule("bearer", re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\g<1>{MASK}",
+               "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def"),
+    SecretRule("api-key-flag", re.compile(r"(--api[-_]key[=\s]+['\"]?)[^\s'\"]+"), rf"\g<1>{MASK}",
+               "--api-key sk-local-12345"),
+    SecretRule("secret-assignment",
+               re.compile(r"(\b[A-Za-z0-9_]*(?:TOKEN|_KEY|SECRET|PASSWORD|PASSWD)\b['\"]?\s*[=:]\s*['\"]?)(?!\*\*\*)[^\s'\",}]+"),
+               rf"\g<1>{MASK}", "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789"),
+    SecretRule("secret-dict-entry",
+               re.compile(r"(['\"](?:api_key|token|hf_token|password|secret|access_key|secret_key)['\"]\s*:\s*['\"])(?!\*\*\*)[^'\"]+", re.I),
+               rf"\g<1>{MASK}", "{'api_key': 'sk-abc123456789'}"),
+    SecretRule("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), f"hf_{MASK}", "hf_abcdefghijklmnopqrstuvwxyz0123"),
+    SecretRule("openai-key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}\b"), f"sk-{MASK}", "sk-proj-abcdefghijklmnop1234"),
+    SecretRule("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), f"AKIA{MASK}", "AKIAIOSFODNN7EXAMPLE"),
+    SecretRule("github-token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), f"ghp_{MASK}", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    SecretRule("slack-token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"), f"xox-{MASK}", "xoxb-1234567890-abcdefghij"),
+)
+
+# Cheap test before running the rules on a line: every rule needs one of these.
+_QUICK = re.compile(r"hf_|sk-|Bearer|api[-_]key|TOKEN|_KEY|SECRET|PASSW|AKIA|ASIA|://|gh[pousr]_|xox|token|password|secret|access_key", re.I)
+
+
+def redact(text: str) -> tuple[str, int]:
+    """Return `text` with secrets masked and how many were masked."""
+    if not _QUICK.search(text):
+        return text, 0
+    total = 0
+    for rule in SECRET_RULES:
+        text, count = rule.pattern.subn(rule.replacement, text)
+        total += count
+    return text, total

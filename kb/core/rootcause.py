@@ -1,0 +1,170 @@
+"""Choose the error a person must fix; set the wrappers and consequences aside, and say why.
+
+1. Collapse errors every rank repeats into one occurrence group (first occurrence kept,
+   ranks listed), like NVIDIA's attribution does.
+2. Give each group a role from the tables: symptom (a wrapper that points elsewhere),
+   cascade (NCCL, peers gone: look for an earlier trigger), confirmation (signal/OOM kill),
+   benign (recovered warnings, teardown noise), root.
+3. Rank: roots with a traceback first; within a tier the earliest wins, because what
+   happens first is what made the others happen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kb.core import patterns as P
+from kb.core.normalize import message_template
+from kb.core.records import ErrorEvent
+from kb.core.tracebacks import Found
+
+# Base score per (role, how it was found). Higher is likelier the cause.
+_BASE = {
+    "root-traceback": 100,
+    "root-line": 90,
+    "root-rule": 88,
+    "root-inferred": 70,
+    "confirmation": 60,
+    "cascade": 50,
+    "log_error": 40,
+    "truncated": 30,
+    "symptom": 20,
+    "benign": 0,
+}
+_CONFIDENCE = {
+    "root-traceback": 0.95, "root-line": 0.9, "root-rule": 0.88, "root-inferred": 0.6, "confirmation": 0.75,
+    "cascade": 0.6, "log_error": 0.45, "truncated": 0.35, "symptom": 0.3, "benign": 0.1,
+}
+_BAD_CHAIN_START = {"StopIteration", "CancelledError", "Empty", "TimeoutError", "KeyboardInterrupt"}
+
+
+@dataclass(slots=True)
+class Group:
+    first: Found
+    tier: str
+    reason: str
+    ranks: list[str]
+    count: int
+
+
+def choose(found: list[Found]) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
+    """Return (root cause, symptoms set aside) from everything found in the log."""
+    groups = _group(found)
+    if not groups:
+        return None, []
+    ranked = sorted(groups, key=lambda g: (-_score(g), g.first.event.line_number or 0))
+    best = ranked[0]
+    if _BASE[best.tier] == 0:
+        return None, [_as_event(g) for g in groups]
+    root = _as_event(best)
+    root.role = "root"
+    root.confidence = _CONFIDENCE[best.tier]
+    if best.tier not in ("root-traceback", "root-line", "root-rule"):
+        root.reason = f"{best.reason}; chosen because no stronger candidate was found"
+    symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
+    symptoms.sort(key=lambda e: e.line_number or 0)
+    return root, symptoms
+
+
+def _score(group: Group) -> float:
+    event = group.first.event
+    score = _BASE[group.tier]
+    if group.tier.startswith("root") and not event.message.strip():
+        score -= 35  # a bare `AssertionError` says less than the error logged before it
+    if group.first.level == "WARNING":
+        score -= 45
+    return score
+
+
+def _group(found: list[Found]) -> list[Group]:
+    groups: dict[tuple[str, str], Group] = {}
+    order: list[Group] = []
+    for item in found:
+        event = item.event
+        if event.truncated and not event.exception:
+            key = ("", f"truncated@{event.process}@{event.line_number}")
+        else:
+            key = (event.exception.rsplit(".", 1)[-1], message_template(event.message)[:160])
+        tier, reason = _classify(item)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Group(item, tier, reason, [], 0)
+            order.append(group)
+        elif _better_representative(item, group.first):
+            # keep the earliest position but the richest evidence (frames)
+            line = min(group.first.event.line_number or 0, event.line_number or 0) or event.line_number
+            group.first = item
+            item.event.line_number = line
+        if _rank_order(tier) > _rank_order(group.tier):
+            group.tier, group.reason = tier, reason
+        group.count += 1
+        if event.process and event.process not in group.ranks:
+            group.ranks.append(event.process)
+    return order
+
+
+def _rank_order(tier: str) -> int:
+    return _BASE[tier]
+
+
+def _better_representative(new: Found, old: Found) -> bool:
+    return len(new.event.frames) > len(old.event.frames) and not new.event.truncated
+
+
+def _classify(item: Found) -> tuple[str, str]:
+    event = item.event
+    text = f"{event.exception}: {event.message}" if event.message else event.exception
+    header = item.header or ""
+    for rule in P.BENIGN:
+        if rule.pattern.search(text) or (header and rule.pattern.search(header)):
+            return "benign", f"{rule.name}: {rule.why}"
+    if item.level == "WARNING" and item.in_traceback:
+        return "benign", "logged at WARNING level: the engine recovered from it"
+    if item.chained_from is not None and _chain_root(item) is not item:
+        origin = _chain_root(item).event
+        verb = "raised from" if item.chain_kind == "cause" else "raised while handling"
+        return "symptom", f"{verb} {origin.exception or 'an earlier error'} in the same process"
+    for rule in P.SYMPTOMS:
+        if rule.pattern.search(text):
+            return "symptom", f"{rule.name}: {rule.why}"
+    for rule in P.CASCADES:
+        if rule.pattern.search(text):
+            return "cascade", f"{rule.name}: {rule.why}"
+    if event.role == "cascade":
+        return "cascade", event.reason or "cascade"
+    if event.role == "confirmation":
+        return "confirmation", event.reason or "confirmation"
+    if event.kind == "log_error":
+        return "log_error", "an ERROR line with no exception"
+    if event.truncated:
+        if item.inferred:
+            return "root-inferred", "the log ends inside the traceback; the type comes from the `raise` line"
+        return "truncated", "the log ends inside this traceback: its exception line is missing"
+    if event.kind in ("cpp", "cuda", "signal", "oom_kill") or (event.kind == "python" and event.reason):
+        return "root-rule", event.reason or "error line"
+    if item.in_traceback:
+        return "root-traceback", "the exception that ends this traceback"
+    return "root-line", "an exception line"
+
+
+def _chain_root(item: Found) -> Found:
+    """The first exception of a chain, skipping control-flow exceptions it started from."""
+    chain = [item]
+    while chain[-1].chained_from is not None and len(chain) < 20:
+        chain.append(chain[-1].chained_from)
+    chain.reverse()
+    for candidate in chain:
+        if candidate.event.exception.rsplit(".", 1)[-1] not in _BAD_CHAIN_START:
+            return candidate
+    return item
+
+
+def _as_event(group: Group) -> ErrorEvent:
+    event = group.first.event
+    event.ranks = list(group.ranks)
+    event.role = group.tier.split("-")[0] if group.tier.startswith("root") else group.tier
+    event.reason = group.reason if group.count == 1 else f"{group.reason} (repeated {group.count} times)"
+    event.confidence = _CONFIDENCE[group.tier]
+    if event.truncated:
+        event.confidence = min(event.confidence, 0.6)
+    return event

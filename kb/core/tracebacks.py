@@ -1,0 +1,333 @@
+"""Find errors in parsed lines: Python tracebacks (with their chains), C++ terminates,
+and the error lines of the ERROR_LINES / KNOWN_MESSAGES tables.
+
+One `_Stream` per process holds the traceback being read, so interleaved processes never
+mix their frames. Lines arrive in log order; `feed` is called once per kept line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kb.core import patterns as P
+from kb.core.records import ErrorEvent, Frame
+from kb.core.split import LogLine
+
+_MAX_FRAMES = 120
+_MAX_CONTINUATION = 25
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))")
+_WHAT = re.compile(r"^\s*what\(\):\s+(?P<msg>.*)$")
+_CPP_END = re.compile(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
+_PROCESS_HEADER = re.compile(r"^Process [\w-]+:$")
+_XOSCAR = re.compile(r"^\[address=[^\]]*, pid=\d+\] ")
+_ESCAPED_NEWLINE = "\\n"
+
+
+@dataclass(slots=True)
+class Found:
+    """An error as found, with what the root-cause choice needs beyond ErrorEvent."""
+
+    event: ErrorEvent
+    level: str | None = None
+    timestamp: str | None = None
+    record: tuple | None = None
+    chained_from: Found | None = None  # the exception this one was raised from/while handling
+    chain_kind: str | None = None  # "cause" | "context"
+    header: str | None = None  # log text printed right before the traceback
+    in_traceback: bool = False
+    inferred: bool = False  # exception type inferred from a `raise` line on a truncated log
+
+
+@dataclass(slots=True)
+class _Stream:
+    frames: list[Frame] | None = None  # not None while a traceback is open
+    tb_line: LogLine | None = None
+    tb_header: str | None = None
+    pending_chain: str | None = None
+    last_found: Found | None = None
+    continuation_of: Found | None = None
+    continuation_lines: int = 0
+    last_number: int = 0
+    cpp: Found | None = None
+
+
+@dataclass
+class Extractor:
+    found: list[Found] = field(default_factory=list)
+    streams: dict[str | None, _Stream] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------------------------
+    def feed(self, line: LogLine) -> None:
+        body = line.body
+        if _ESCAPED_NEWLINE in body and ('File \\"' in body or "Traceback" in body):
+            # A traceback embedded in a JSON string (TGI's launcher): unescape and replay.
+            for i, part in enumerate(body.replace('\\"', '"').split(_ESCAPED_NEWLINE)):
+                self._feed(LogLine(line.number, part, line.process, line.level, line.timestamp, line.source, line.header and i == 0))
+            return
+        self._feed(line)
+
+    def finish(self) -> list[Found]:
+        for key, stream in self.streams.items():
+            if stream.frames is not None:
+                self._close_truncated(key, stream)
+        return self.found
+
+    # ----------------------------------------------------------------------------------
+    def _feed(self, line: LogLine) -> None:
+        stream = self.streams.get(line.process)
+        if stream is None:
+            stream = self.streams[line.process] = _Stream()
+        contiguous = line.number - stream.last_number <= 1
+        stream.last_number = line.number
+        body = line.body
+        stripped = body.strip()
+
+        if stream.frames is not None:
+            if self._traceback_line(line, stream, body, stripped):
+                return
+        if stream.cpp is not None and self._cpp_line(stream, stripped, contiguous):
+            return
+
+        start = body.find("Traceback (most recent call last):")
+        if start >= 0:
+            header = body[:start].rstrip(" :,") or None
+            self._end_continuation(stream)
+            if header:
+                self._plain_line(line, stream, header, header.strip())
+            stream.frames = []
+            stream.tb_line = line
+            stream.tb_header = header
+            return
+        if not stripped:
+            self._end_continuation(stream)
+            return
+        if P.CHAIN_CAUSE in body:
+            stream.pending_chain = "cause"
+            self._end_continuation(stream)
+            return
+        if P.CHAIN_CONTEXT in body:
+            stream.pending_chain = "context"
+            self._end_continuation(stream)
+            return
+        if stream.continuation_of is not None:
+            if self._continuation(line, stream, stripped, contiguous):
+                return
+        self._plain_line(line, stream, body, stripped)
+
+    # -- inside a Python traceback ------------------------------------------------------
+    def _traceback_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> bool:
+        frames = stream.frames
+        assert frames is not None
+        match = P.FRAME.match(body)
+        if match:
+            if len(frames) < _MAX_FRAMES:
+                frames.append(Frame(match["file"], (match["func"] or "?").strip(), int(match["line"])))
+            else:
+                frames[-1] = Frame(match["file"], (match["func"] or "?").strip(), int(match["line"]))
+            return True
+        if not stripped or P.CARET.match(body):
+            return True
+        if "Traceback (most recent call last):" in body:
+            self._close_truncated(line.process, stream)
+            return False
+        exc = P.EXCEPTION_LINE.match(stripped)
+        if exc and not body.startswith((" ", "\t")) and _looks_like_exception(exc["exc"], in_traceback=True):
+            self._close(line, stream, exc["exc"], exc["msg"] or "")
+            return True
+        if frames and (body.startswith((" ", "\t")) or not body[:1].isupper()):
+            last = frames[-1]
+            if last.code is None:
+                frames[-1] = Frame(last.file, last.function, last.line, stripped[:300])
+            return True
+        if frames and P.EXCEPTION_LINE.match(stripped) is None and ": " not in stripped[:80]:
+            # unindented code (some viewers drop indentation)
+            last = frames[-1]
+            if last.code is None:
+                frames[-1] = Frame(last.file, last.function, last.line, stripped[:300])
+            return True
+        if exc:
+            self._close(line, stream, exc["exc"], exc["msg"] or "")
+            return True
+        # Something else interrupted the traceback (another record): keep what we have.
+        self._close_truncated(line.process, stream)
+        return False
+
+    def _close(self, line: LogLine, stream: _Stream, exception: str, message: str) -> None:
+        frames = stream.frames or []
+        message, process = _split_embedded_process(message, line.process)
+        event = ErrorEvent(exception=exception, message=message, process=process, frames=list(frames),
+                           line_number=line.number, kind="python")
+        found = Found(event, line.level or (stream.tb_line.level if stream.tb_line else None),
+                      line.timestamp or (stream.tb_line.timestamp if stream.tb_line else None),
+                      line.record, header=stream.tb_header, in_traceback=True)
+        self._chain(stream, found)
+        stream.frames = None
+        stream.tb_line = None
+        stream.tb_header = None
+        self._add(stream, found)
+        stream.continuation_of = found
+        stream.continuation_lines = 0
+
+    def _close_truncated(self, key: str | None, stream: _Stream) -> None:
+        frames = stream.frames or []
+        tb_line = stream.tb_line
+        stream.frames = None
+        stream.tb_line = None
+        if not frames:
+            return
+        exception, message, inferred = "", "", False
+        code = frames[-1].code or ""
+        raise_match = P.RAISE_CALL.match(code)
+        if raise_match:
+            exception, message, inferred = raise_match["exc"], (raise_match["msg"] or "").strip(), True
+        event = ErrorEvent(exception=exception, message=message, process=key, frames=list(frames),
+                           line_number=tb_line.number if tb_line else None, truncated=True, kind="python")
+        found = Found(event, tb_line.level if tb_line else None, tb_line.timestamp if tb_line else None,
+                      None, header=stream.tb_header, in_traceback=True, inferred=inferred)
+        self._chain(stream, found)
+        self._add(stream, found)
+
+    def _chain(self, stream: _Stream, found: Found) -> None:
+        if stream.pending_chain and stream.last_found is not None:
+            found.chained_from = stream.last_found
+            found.chain_kind = stream.pending_chain
+        stream.pending_chain = None
+
+    # -- message continuation lines -------------------------------------------------------
+    def _continuation(self, line: LogLine, stream: _Stream, stripped: str, contiguous: bool) -> bool:
+        found = stream.continuation_of
+        assert found is not None
+        same_record = line.record == found.record if found.record else not line.header
+        if (not contiguous or not same_record or stream.continuation_lines >= _MAX_CONTINUATION
+                or _starts_structure(stripped)):
+            self._end_continuation(stream)
+            return False
+        stream.continuation_lines += 1
+        if any(rule.pattern.search(stripped) for rule in P.MESSAGE_BOILERPLATE):
+            return True
+        event = found.event
+        event.message = f"{event.message}\n{line.body}" if event.message else line.body
+        return True
+
+    @staticmethod
+    def _end_continuation(stream: _Stream) -> None:
+        stream.continuation_of = None
+        stream.continuation_lines = 0
+
+    # -- C++ std::terminate -----------------------------------------------------------------
+    def _cpp_line(self, stream: _Stream, stripped: str, contiguous: bool) -> bool:
+        cpp = stream.cpp
+        assert cpp is not None
+        what = _WHAT.match(stripped)
+        if what:
+            if not cpp.event.message:
+                cpp.event.message = what["msg"].strip()
+            return True
+        if _CPP_END.match(stripped) or not stripped or stripped.startswith("terminate called"):
+            if cpp.event.message:
+                stream.cpp = None
+            return bool(stripped) and not stripped.startswith("terminate called")
+        if cpp.event.message and contiguous and "Traceback" not in stripped:
+            cpp.event.message += "\n" + stripped
+            return True
+        if not cpp.event.message and stripped.strip("'") == "":
+            return True
+        if not cpp.event.message and re.fullmatch(r"[\w:']+", stripped):
+            return True  # pieces of interleaved "terminate called ..." lines
+        stream.cpp = None
+        return False
+
+    # -- everything else -----------------------------------------------------------------------
+    def _plain_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> None:
+        terminate = _TERMINATE.search(stripped)
+        if terminate:
+            if stream.cpp is None or stream.cpp.event.message:
+                event = ErrorEvent(exception=terminate["type"], message="", process=line.process,
+                                   line_number=line.number, kind="cpp")
+                stream.cpp = Found(event, line.level, line.timestamp, line.record)
+                self._add(stream, stream.cpp)
+            return
+        what = _WHAT.match(stripped)
+        if what and stream.cpp is not None:
+            stream.cpp.event.message = what["msg"].strip()
+            return
+        if _PROCESS_HEADER.match(stripped):
+            return
+        frame = P.FRAME.match(body)
+        if frame:
+            # the excerpt starts inside a traceback: read it as one whose header is missing
+            stream.frames = [Frame(frame["file"], (frame["func"] or "?").strip(), int(frame["line"]))]
+            stream.tb_line = line
+            stream.tb_header = None
+            return
+        exc = P.EXCEPTION_LINE.match(stripped)
+        if not (exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False)):
+            for table in (P.ERROR_LINES, P.KNOWN_MESSAGES):
+                for rule in table:
+                    match = rule.pattern.search(stripped)
+                    if match:
+                        self._from_rule(line, stream, rule, match)
+                        return
+        if exc and _looks_like_exception(exc["exc"], in_traceback=False) and exc["msg"] is not None or (
+            exc and exc["msg"] is None and stripped.endswith(("Error", "Exception"))
+            and _looks_like_exception(exc["exc"], in_traceback=False)
+        ):
+            message, process = _split_embedded_process(exc["msg"] or "", line.process)
+            event = ErrorEvent(exception=exc["exc"], message=message, process=process,
+                               line_number=line.number, kind="python")
+            found = Found(event, line.level, line.timestamp, line.record)
+            self._chain(stream, found)
+            self._add(stream, found)
+            stream.continuation_of = found
+            stream.continuation_lines = 0
+            return
+        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3:
+            event = ErrorEvent(exception="ERROR", message=stripped, process=line.process,
+                               line_number=line.number, kind="log_error")
+            self._add(stream, Found(event, line.level, line.timestamp, line.record))
+
+    def _from_rule(self, line: LogLine, stream: _Stream, rule: P.Rule, match: re.Match[str]) -> None:
+        exception = rule.exception or "ERROR"
+        if exception == "signal":
+            exception = _SIGNALS.get(int(match["signal"]), f"signal {match['signal']}")
+        event = ErrorEvent(exception=exception, message=match["msg"].strip(), process=line.process,
+                           line_number=line.number, kind=rule.kind or "log_error", role=rule.role or "root",
+                           reason=rule.why)
+        found = Found(event, line.level, line.timestamp, line.record)
+        self._add(stream, found)
+        if rule.kind == "python":
+            stream.continuation_of = found
+            stream.continuation_lines = 0
+
+    def _add(self, stream: _Stream, found: Found) -> None:
+        stream.last_found = found
+        self.found.append(found)
+
+
+_SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
+
+
+def _looks_like_exception(name: str, in_traceback: bool) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    if P.EXCEPTION_NAME_OUTSIDE.search(last):
+        return not last.endswith("Warning")
+    if not in_traceback:
+        return False
+    # inside a traceback any CamelCase class name can close it (KeyboardInterrupt, Unsupported)
+    return bool(re.fullmatch(r"[A-Z]\w*(?:\([\w.]+\))?", last)) and last not in {"INFO", "WARNING", "DEBUG"}
+
+
+def _starts_structure(stripped: str) -> bool:
+    """A line that begins something new rather than continuing a message."""
+    if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ")):
+        return True
+    exc = P.EXCEPTION_LINE.match(stripped)
+    return bool(exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False))
+
+
+def _split_embedded_process(message: str, process: str | None) -> tuple[str, str | None]:
+    """xoscar (xinference) embeds '[address=..., pid=...] ' in the message: a process label."""
+    match = _XOSCAR.match(message)
+    if match:
+        return message[match.end():], process or match.group(0)[1:-2]
+    return message, process
