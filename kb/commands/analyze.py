@@ -10,7 +10,7 @@ import click
 from kb.commands.report import format_analysis
 from kb.core.analyze import Analyzer
 
-CHUNK = 8 * 1024 * 1024
+CHUNK = 16 * 1024 * 1024
 
 
 @click.command()

@@ -63,7 +63,8 @@ FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("gpu_count", _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
 )
 _QUICK = re.compile(
-    r"version|args|rchitecture|model|dtype|quantiz|parallel|tp|dp|pp|ep_size|shard|speculative|CUDA|torch|python|nproc|gpus|world_size|expert"
+    r"version|Version|non-default|rchitecture|model|dtype|quantiz|_parallel|-parallel|tp_size|--tp|dp_size|--dp|pp_size"
+    r"|ep_size|shard|speculative|CUDA_VISIBLE|torch|/lib|nproc|--gpus|world_size|expert"
 )
 
 _GPU = _r(

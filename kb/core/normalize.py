@@ -22,7 +22,7 @@ class Normalizer:
 
 MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
     Normalizer("long-list", re.compile(r"\[(?:'[^']*'(?:, )?){6,}[^\]]*\]?|\[[^\]]{160,}\]?"), "[<list>]",
-               "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', ...]",
+               "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BloomForCausalLM', 'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen2ForCausalLM']",
                "lists of supported things change with every release"),
     Normalizer("url", re.compile(r"https?://\S+"), "<url>", "See https://docs.vllm.ai/en/latest/x for more", "doc links move"),
     Normalizer("path", re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>",

@@ -334,6 +334,6 @@ CONTEXT_ANCHORS: tuple[str, ...] = (
 
 SECRET_ANCHORS: tuple[str, ...] = (
     "hf_", "sk-", "Bearer", "api-key", "api_key", "TOKEN", "_KEY", "SECRET", "PASSWORD",
-    "PASSWD", "AKIA", "ASIA", "://", "token", "Token", "password", "Password", "secret",
-    "access_key", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
+    "PASSWD", "AKIA", "ASIA", "://", "token'", 'token"', "token=", "token:", "Token", "password",
+    "Password", "secret", "access_key", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
 )

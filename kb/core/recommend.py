@@ -99,6 +99,9 @@ class IncidentEvidence:
     engine_limitation: bool = False
     fixes: list[FixEvidence] = field(default_factory=list)
     chain: list[ChainLink] = field(default_factory=list)  # follow-on crashes, in order
+    # switch_engine fixes of the incidents in the chain: where to go when the chain is
+    # the reason to switch and this incident names no engine itself.
+    chain_switches: list[FixEvidence] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -178,8 +181,11 @@ def _switch_target(fixes: Sequence[FixEvidence]) -> tuple[FixEvidence | None, st
     return None, None, None
 
 
-def _switch_advice(fixes: Sequence[FixEvidence], because: str) -> Advice:
+def _switch_advice(fixes: Sequence[FixEvidence], because: str,
+                   fallback: Sequence[FixEvidence] = ()) -> Advice:
     fix, engine, version = _switch_target(fixes)
+    if fix is None:
+        fix, engine, version = _switch_target(fallback)
     if engine:
         target = f"{engine} {version}" if version else engine
         reason = f"{because}; switch to {target} ('{fix.title}'"
@@ -209,7 +215,7 @@ def recommend(incident: IncidentEvidence | None, where: Where, match_status: str
         steps = " -> ".join(f"#{link.incident_id} {link.title}" for link in chain)
         why = (f"{len(chain)} more known crash(es) follow once this is fixed"
                if len(chain) >= LONG_CHAIN else "fixing this leads to an engine limitation")
-        return _switch_advice(ranked, f"{prefix}{why}: {steps}")
+        return _switch_advice(ranked, f"{prefix}{why}: {steps}", incident.chain_switches)
     candidates = [f for f in in_engine if applies(f.applies_to, where) is not False]
     if candidates and all(f.failed > f.worked for f in candidates):
         failed = ", ".join(f"'{f.title}' failed {f.failed}x" for f in candidates[:3])

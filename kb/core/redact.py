@@ -39,7 +39,8 @@ SECRET_RULES: tuple[SecretRule, ...] = (
 )
 
 # Cheap test before running the rules on a line: every rule needs one of these.
-_QUICK = re.compile(r"hf_|sk-|Bearer|api[-_]key|TOKEN|_KEY|SECRET|PASSW|AKIA|ASIA|://|gh[pousr]_|xox|token|password|secret|access_key", re.I)
+_QUICK = re.compile(r"hf_|sk-|Bearer|api[-_]key|TOKEN|_KEY|SECRET|PASSW|AKIA|ASIA|://|gh[pousr]_|xox|"
+                    r"(?i:(?:token|password|secret|access_key|secret_key)['\"]?\s*[:=])")
 
 
 def redact(text: str) -> tuple[str, int]:

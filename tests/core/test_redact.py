@@ -1,0 +1,38 @@
+from kb.core.analyze import analyze, redacted_text
+from kb.core.redact import redact
+
+SECRETS = {
+    "hf_abcdefghijklmnopqrstuvwxyz012345": "export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345",
+    "sk-proj-AAAABBBBCCCCDDDD1234": "vllm serve m --api-key sk-proj-AAAABBBBCCCCDDDD1234",
+    "eyJhbGciOiJIUzI1NiJ9.payload.sig": "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig'",
+    "hunter2": "KB_DATABASE_URL=postgresql://kb:hunter2@db:5432/kb",
+    "wJalrXUtnFEMI/K7MDENG": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG",
+    "AKIAIOSFODNN7EXAMPLE": "aws key AKIAIOSFODNN7EXAMPLE in use",
+    "s3cr3t-value": "non-default args: {'model': 'x', 'api_key': 's3cr3t-value'}",
+}
+
+
+def test_each_secret_is_masked_and_counted():
+    for secret, line in SECRETS.items():
+        text, count = redact(line)
+        assert secret not in text, line
+        assert count >= 1
+
+
+def test_plain_lines_are_untouched():
+    line = "INFO 02-22 17:52:14 [core.py:1] max_num_batched_tokens=2048 CUDA_VISIBLE_DEVICES=0,1"
+    assert redact(line) == (line, 0)
+
+
+def test_analysis_never_carries_a_secret():
+    log = "\n".join([*SECRETS.values(), "Traceback (most recent call last):",
+                     '  File "/x/site-packages/vllm/entrypoints/api_server.py", line 3, in main',
+                     "ValueError: bad token hf_abcdefghijklmnopqrstuvwxyz012345"]).encode()
+    result = analyze(log)
+    dumped = str(result.to_dict())
+    for secret in SECRETS:
+        assert secret not in dumped
+    assert result.redactions >= len(SECRETS)
+    text, count = redacted_text(log)
+    assert count == result.redactions
+    assert all(secret not in text for secret in SECRETS)
