@@ -60,7 +60,7 @@ class Analyzer:
             self._block(self._carry + b"\n", final=True)
             self._carry = b""
         found = self._extractor.finish()
-        root, symptoms = choose(found)
+        root, symptoms = choose(found, self._extractor.last_info)
         all_frames = [frame for item in found for frame in item.event.frames]
         frames_text = " ".join(f.file for f in all_frames[-400:])
         context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])

@@ -23,9 +23,10 @@ _NUM = r"['\"]?\s*[:=]?\s*['\"]?(\d+)"
 # (field, pattern) in priority order; group 1 is the value.
 FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("engine_version:vllm", _r(r"vLLM API server version v?(\d+\.\d+[\w.+-]*)")),
-    ("engine_version:vllm", _r(r"Initializing an? (?:V1 )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)")),
-    ("engine_version:vllm", _r(r"\bvllm(?:==| version:? |-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
-    ("engine_version:sglang", _r(r"\bsglang(?:==| version:? |-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
+    ("engine_version:vllm", _r(r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)")),
+    # "vllm==0.11.0", "vllm version 0.11.0", "vllm: 0.11.0" (check_env), "vllm   0.11.0" (pip list)
+    ("engine_version:vllm", _r(r"\bvllm(?:==|:\s*| version:? |\s{2,}|-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
+    ("engine_version:sglang", _r(r"\bsglang(?:==|:\s*| version:? |\s{2,}|-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
     ("engine_version:tensorrt-llm", _r(r"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")),
     ("engine_version:tgi", _r(r"text[-_]generation[-_](?:launcher|inference)[ /:]+v?(\d+\.\d+\.\d+)")),
     ("model", _r(r"non-default args: \{.*?'model': '([^']+)'")),
@@ -37,6 +38,7 @@ FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("architecture", _r(r"Resolved architecture: (\w+)")),
     ("architecture", _r(r"['\"]?architectures['\"]?\s*[:=]\s*\[\s*['\"](\w+)['\"]")),
     ("architecture", _r(r"Model architectures \['(\w+)'\]")),
+    ("architecture", _r(r"\btype=(\w+For(?:CausalLM|ConditionalGeneration))")),
     ("model_arch", _r(r"['\"]?model_type['\"]?\s*[:=]\s*['\"]?([a-z][\w-]*)")),
     ("dtype", _r(r"(?:\bdtype=|'dtype': |--dtype[= ])(?:torch\.)?['\"]?(\w+)")),
     ("quantization", _r(r"(?:\bquantization=|'quantization': |--quantization[= ])['\"]?(\w+)")),
@@ -57,14 +59,16 @@ FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("spec_draft", _r(r"--speculative-draft-model-path[= ](\S+)")),
     ("spec_tokens", _r(r"""['"]num_speculative_tokens['"]\s*:\s*(\d+)""")),
     ("cuda_visible_devices", _r(r"CUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?([\d,]+)")),
-    ("torch_version", _r(r"(?:PyTorch version:|\btorch(?:==| version:? |\s))\s*v?(\d+\.\d+\.\d+[\w.+]*)")),
-    ("cuda_version", _r(r"(?:CUDA Version:|CUDA used to build PyTorch:|cuda(?:==| version:? ))\s*(\d+\.\d+)", re.I)),
+    ("torch_version", _r(r"(?:PyTorch(?: version)?\s*:|\btorch(?:==|:| version:? |\s))\s*v?(\d+\.\d+\.\d+[\w.+]*)")),
+    ("cuda_version", _r(r"(?:CUDA Version\s*:|CUDA used to build PyTorch\s*:|cuda(?:==| version:? ))\s*(\d+\.\d+)", re.I)),
+    ("python_version", _r(r"^Python(?: version)?\s*:\s*(3\.\d+(?:\.\d+)?)")),
     ("python_version", _r(r"/lib(?:64)?/python(3\.\d+)/")),
     ("gpu_count", _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
+    ("gpu_list", _r(r"^GPU ((?:\d+,)*\d+): ")),
 )
 _QUICK = re.compile(
     r"version|Version|non-default|rchitecture|model|dtype|quantiz|_parallel|-parallel|tp_size|--tp|dp_size|--dp|pp_size"
-    r"|ep_size|shard|speculative|CUDA_VISIBLE|torch|/lib|nproc|--gpus|world_size|expert"
+    r"|ep_size|shard|speculative|CUDA_VISIBLE|torch|PyTorch|Python|/lib|nproc|--gpus|world_size|expert|vllm|sglang|type=|^GPU"
 )
 
 _GPU = _r(
@@ -75,7 +79,7 @@ _GPU_INDEX = _r(r"\|\s+(\d+)\s+NVIDIA|GPU (\d+): NVIDIA")
 
 _ENGINE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("tensorrt-llm", _r(r"tensorrt_llm|TensorRT-LLM|\[TRT\]|tritonserver")),
-    ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|ShardCannotStart")),
+    ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|text_generation_router|ShardCannotStart")),
     ("sglang", _r(r"\bsglang\b|sgl_kernel|sgl-workspace|scheduler_process|SGLang")),
     ("vllm", _r(r"\bvllm\b|vLLM|EngineCore|VllmWorker|Worker_TP|VLLM_|gpu_memory_utilization|max_model_len")),
     ("pytorch", _r(r"torchrun|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|deepspeed|accelerate|transformers/trainer|llamafactory|megatron")),
@@ -124,6 +128,8 @@ class ContextCollector:
                 self.first_timestamp = line.timestamp
             if len(self.timestamps) < 4096 or line.number - self.timestamps[-1][0] > 1000:
                 self.timestamps.append((line.number, line.timestamp))
+        if line.engine and self.engine_hits.get(line.engine, 0) < 50:
+            self.engine_hits[line.engine] = self.engine_hits.get(line.engine, 0) + 1
         for name, pattern in _ENGINE_MARKERS:
             if self.engine_hits.get(name, 0) < 50 and (pattern.search(body) or (line.process and pattern.search(line.process))):
                 self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
@@ -178,7 +184,8 @@ class ContextCollector:
         context.python_version = v.get("python_version")
         if self.gpus:
             context.gpu.name = max(set(self.gpus), key=self.gpus.count)
-        context.gpu.count = _int(v.get("gpu_count")) or (len(self.gpu_indices) or None)
+        listed = len(v["gpu_list"].split(",")) if "gpu_list" in v else 0
+        context.gpu.count = _int(v.get("gpu_count")) or (max(listed, len(self.gpu_indices)) or None)
         if context.gpu.count is None and context.cuda_visible_devices:
             context.gpu.count = len([d for d in context.cuda_visible_devices.split(",") if d.strip()])
         if context.gpu.count is None and context.parallel.tp:
@@ -213,7 +220,8 @@ class ContextCollector:
             return max(reached, key=stage_order.index)
         if engine == "pytorch":
             return "training"
-        return "startup" if root is not None and root.frames else "unknown"
+        # an engine that failed before reaching any stage marker failed while starting
+        return "startup" if root is not None and (root.frames or engine) else "unknown"
 
     def seconds_to_crash(self, crash_line: int | None) -> tuple[str | None, str | None, float | None]:
         if self.first_timestamp is None:
@@ -239,6 +247,8 @@ _TIME_FORMATS = (
 
 def _parse_time(text: str) -> datetime | None:
     text = text.strip()
+    if re.match(r"^\d{3} \d\d:", text):  # glog "E114 09:07:08": month without its leading zero
+        text = "0" + text
     if len(text) > 26 and "." in text:  # nanoseconds: datetime takes microseconds
         head, _, tail = text.partition(".")
         text = f"{head}.{tail[:6]}{'Z' if text.endswith('Z') else ''}"

@@ -42,29 +42,30 @@ class Prefix:
     sample: str
     why: str
     header: bool = False
+    engine: str | None = None  # the engine whose logger prints this prefix
 
 
 PREFIXES: tuple[Prefix, ...] = (
     Prefix("compose-tail", _r(r"^\s*\|\s?(?=\S)"), "  | (EngineCore_DP0 pid=6804) ValueError: x",
            "docker compose / k8s viewers that leave a bare '| ' gutter"),
-    Prefix("compose-service", _r(r"^[A-Za-z0-9][\w.-]*[-_]\d+\s+\|\s?"), "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
+    Prefix("compose-service", _r(r"^(?P<container>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"), "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
            "docker compose prefixes each line with the service name and replica"),
     Prefix("iso-bracket", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\]\s+(?=\S)(?!\[)"),
            "[2026-01-26T17:25:37Z] (EngineCore_DP0 pid=738) ERROR 01-26 09:25:37 [core.py:935] x",
            "log shippers that prepend an ISO timestamp in brackets", header=True),
     Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
            "[2025-06-13 09:59:00 TP3] Scheduler hit an exception: x",
-           "SGLang: '[time TPn] ' with the rank labels of the scheduler process", header=True),
+           "SGLang: '[time TPn] ' with the rank labels of the scheduler process", header=True, engine="sglang"),
     Prefix("vllm-process", _r(r"^\((?P<proc>[^()]{0,80}?pid=\d+[^()]{0,200}?)\)\s?"),
            "(VllmWorker TP3 pid=4242) ERROR 02-22 17:52:14 [multiproc_executor.py:783] x",
            "vLLM V1 and Ray prefix every line of a child process with its name and pid"),
     Prefix("vllm-level", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+(?:\[(?P<src>[\w./-]+:\d+)\]|(?P<src2>[\w./-]+:\d+)\])\s?"),
            "ERROR 02-22 17:52:14 [core.py:1029] Traceback (most recent call last):",
            "vLLM's logger: level, month-day time and [file:line] (older versions lack the '[')",
-           header=True),
+           header=True, engine="vllm"),
     Prefix("torch-rank", _r(r"^\[(?P<proc>(?:default)?rank\d+)\]:\s?"), "[rank3]:   File \"train.py\", line 1, in <module>",
            "torchrun's --tee / log prefix for each local rank"),
-    Prefix("glog-bracket", _r(r"^\[(?P<level>[IWEF])(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+) [\w./-]+:\d+\]\s?"),
+    Prefix("glog-bracket", _r(r"^\[(?P<level>[IWEF])(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+)(?: \d+)? [\w./-]+:\d+\]\s?"),
            "[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: x",
            "c10 warnings printed by PyTorch's C++ side", header=True),
     Prefix("glog", _r(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s?"),
@@ -76,9 +77,9 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("torchrun-old", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] [\w.]+: \[(?P<level>\w+)\]\s?"),
            "[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)",
            "torchrun before 2.2 logged with a bracketed timestamp", header=True),
-    Prefix("tgi", _r(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:(?P<proc>shard-manager|download|webserver)[^:]*: )?[\w:]+: "),
+    Prefix("tgi", _r(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:(?P<proc>shard-manager|download|webserver)[^:]*: )?(?:[\w:]+: |(?=\w+\{))"),
            "2023-08-25T10:57:30.352453Z ERROR text_generation_launcher: Error when initializing model",
-           "TGI's Rust launcher (tracing) header", header=True),
+           "TGI's Rust launcher (tracing) header", header=True, engine="tgi"),
     Prefix("trt-time", _r(r"^\[(?P<ts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s"),
            "[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device",
            "TensorRT's logger timestamp", header=True),
@@ -94,7 +95,9 @@ RANK_IN_PROCESS = _r(r"(?:TP|DP|EP|PP|rank[= ]?|_)(\d+)")
 # Python traceback grammar
 # --------------------------------------------------------------------------------------
 TRACEBACK_START = _r(r"Traceback \(most recent call last\):\s*$")
-FRAME = _r(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+# "  File "x.py", line 3, in f" (traceback) and "  File "x.py", line 3 in f" (faulthandler)
+FRAME = _r(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$')
+FAULTHANDLER_STACK = _r(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$")
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
@@ -143,7 +146,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          _r(r"(?P<msg>Out of memory: Killed process \d+ \([^)]*\).*)$"),
          "[12345.678] Out of memory: Killed process 4242 (python3) total-vm:1234kB, anon-rss:99kB",
          "the kernel's OOM killer (dmesg) confirms a host-memory kill",
-         exception="OOMKilled", role="confirmation", kind="oom_kill", anchors=("Out of memory: Killed",)),
+         exception="SIGKILL", role="confirmation", kind="oom_kill", anchors=("Out of memory: Killed",)),
     Rule("segfault",
          _r(r"(?P<msg>(?:Fatal Python error: )?Segmentation fault(?: \(core dumped\))?.*)$"),
          "Fatal Python error: Segmentation fault",
@@ -198,7 +201,7 @@ SYMPTOMS: tuple[Rule, ...] = (
     Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
          "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",
          "vLLM V1's executor reports that one worker died during start-up"),
-    Rule("vllm-worker-died", _r(r"[Ww]orker (?:proc \w+ )?died|[Ww]orker died unexpectedly"),
+    Rule("vllm-worker-died", _r(r"[Ww]orker\b[^.]{0,60}?\bdied\b"),
          "RuntimeError: Worker died unexpectedly", "the executor noticed a worker exit: the worker's own error is the cause"),
     Rule("vllm-engine-dead", _r(r"EngineDeadError|EngineCore encountered an issue|Engine loop has died|MQLLMEngine|engine died unexpectedly|AsyncEngineDeadError"),
          "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
@@ -259,6 +262,8 @@ BENIGN: tuple[Rule, ...] = (
          "torch.distributed teardown warning"),
     Rule("keyboard-interrupt", _r(r"^KeyboardInterrupt\b|^asyncio\.exceptions\.CancelledError|^CancelledError|^SystemExit\b|^GeneratorExit\b"),
          "KeyboardInterrupt", "a shutdown the user or the launcher asked for"),
+    Rule("plugin-load", _r(r"^Failed to load plugin"),
+         "Failed to load plugin lora_filesystem_resolver", "vLLM logs a broken plugin and starts without it"),
     Rule("warnings", _r(r"^[\w.]*Warning: "),
          "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated.", "Python warnings are not errors"),
 )
@@ -284,7 +289,7 @@ PHASE_MARKERS: tuple[Rule, ...] = (
          "Loading model weights took 14.99 GB", "weights are in; memory profiling follows", phase="kv_cache_profiling"),
     Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph begin|capturing CUDA graph", re.I),
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture"),
-    Rule("serving", _r(r"Application startup complete|Uvicorn running on|Avg prompt throughput|The server is fired up|Connected|POST /v1/|Prefill batch\.|Decode batch\."),
+    Rule("serving", _r(r"Application startup complete|Uvicorn running on|Avg prompt throughput|The server is fired up|Connected|POST /v1/|Prefill batch\.|Decode batch\.|Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took|Starting vLLM API server|Available routes are|chat_completions\{|generate_stream|text_generation_router::infer"),
          "INFO:     Application startup complete.", "the server accepted requests", phase="serving"),
 )
 
@@ -293,7 +298,7 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b"), "cuda_graph_capture"),
     (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
-    (_r(r"execute_model|event_loop|step_async|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop"), "serving"),
+    (_r(r"execute_model|event_loop|step_async|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop|add_request|process_inputs|_validate_model_input|create_chat_completion|create_completion|serving_chat|_process_request|handle_generate_request"), "serving"),
     (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
     (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed|run_scheduler_process|_bootstrap"), "startup"),
     (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
@@ -328,8 +333,10 @@ CONTEXT_ANCHORS: tuple[str, ...] = (
     "model=", "model_path", "--model", "model_id", "'model'", "dtype", "quantization",
     "Loading", "Capturing", "capturing", "profil", "KV cache", "GPU blocks", "throughput",
     "startup complete", "Uvicorn running", "fired up", "weights took", "torch", "num_shard",
-    "ServerArgs", "server_args", "world_size", "nproc_per_node", "Load weight",
-    "Memory pool", "Starting to load", "POST /v1", "batch.", "Connected",
+    "ServerArgs", "server_args", "world_size", "nproc_per_node", "Load weight", "Python", "PyTorch",
+    "vllm", "sglang", "type=", "GPU ",
+    "Memory pool", "Starting to load", "POST /v1", "batch.", "Connected", "chat_completions{",
+    "generate_stream", "Graph capturing", "init engine", "Starting vLLM", "Available routes",
 )
 
 SECRET_ANCHORS: tuple[str, ...] = (

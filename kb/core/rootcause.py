@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kb.core import patterns as P
@@ -24,8 +25,8 @@ _BASE = {
     "root-line": 90,
     "root-rule": 88,
     "root-inferred": 70,
-    "confirmation": 60,
-    "cascade": 50,
+    "cascade": 60,
+    "confirmation": 50,
     "log_error": 40,
     "truncated": 30,
     "symptom": 20,
@@ -45,15 +46,24 @@ class Group:
     reason: str
     ranks: list[str]
     count: int
+    recovered: bool = False
 
 
-def choose(found: list[Found]) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
-    """Return (root cause, symptoms set aside) from everything found in the log."""
+def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
+    """Return (root cause, symptoms set aside) from everything found in the log.
+    `last_info` maps each process to the line of its last INFO record: a process that
+    went on logging normally after an error, while a later error ended the run,
+    recovered from the first one."""
     groups = _group(found)
     if not groups:
         return None, []
+    _mark_recovered(groups, last_info or {})
     ranked = sorted(groups, key=lambda g: (-_score(g), g.first.event.line_number or 0))
     best = ranked[0]
+    native = [g for g in groups if g.first.event.kind == "signal" and g.tier == "root-rule"
+              and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
+    if native:
+        best = native[0]  # a native crash kills its process first: what follows is fallout
     if _BASE[best.tier] == 0:
         return None, [_as_event(g) for g in groups]
     root = _as_event(best)
@@ -73,7 +83,20 @@ def _score(group: Group) -> float:
         score -= 35  # a bare `AssertionError` says less than the error logged before it
     if group.first.level == "WARNING":
         score -= 45
+    if group.first.in_traceback and not group.first.event.truncated:
+        score += 5  # within a tier, a traceback says where; a bare line does not
+    if event.kind == "log_error":
+        score -= 5  # ... and a typed error says more than the logger's copy of it
+    if group.recovered:
+        score -= 40
+    if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
+        score += 10  # an ERROR line that names a real failure beats one that only reports
     return score
+
+
+# Words that make an ERROR line name a failure rather than report one.
+_STRONG_ERROR = re.compile(r"out of memory|CUDA error|illegal memory|NCCL error|[Ss]egmentation fault|core dumped"
+                           r"|\b[A-Z]\w*(?:Error|Exception)\b|[Aa]ssertion")
 
 
 def _group(found: list[Found]) -> list[Group]:
@@ -103,6 +126,19 @@ def _group(found: list[Found]) -> list[Group]:
     return order
 
 
+def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> None:
+    roots = [g for g in groups if g.tier.startswith("root")]
+    if len(roots) < 2:
+        return
+    last_root_line = max(g.first.event.line_number or 0 for g in roots)
+    for group in roots:
+        event = group.first.event
+        line = event.line_number or 0
+        if line < last_root_line and last_info.get(event.process, 0) > line:
+            group.recovered = True
+            group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
+
+
 def _rank_order(tier: str) -> int:
     return _BASE[tier]
 
@@ -113,7 +149,10 @@ def _better_representative(new: Found, old: Found) -> bool:
 
 def _classify(item: Found) -> tuple[str, str]:
     event = item.event
-    text = f"{event.exception}: {event.message}" if event.message else event.exception
+    if event.kind == "log_error":
+        text = event.message
+    else:
+        text = f"{event.exception}: {event.message}" if event.message else event.exception
     header = item.header or ""
     for rule in P.BENIGN:
         if rule.pattern.search(text) or (header and rule.pattern.search(header)):

@@ -13,6 +13,7 @@ from functools import lru_cache
 from kb.core.patterns import CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
+CONTEXT_HITS_PER_BLOCK = 64  # lines kept per context anchor and block
 
 try:  # pragma: no cover - import guard
     import hyperscan
@@ -29,7 +30,7 @@ def _database():
     errors = sorted(set(ERROR_ANCHORS) | set(SECRET_ANCHORS))
     context = sorted(set(CONTEXT_ANCHORS) - set(errors))
     expressions = [_escape(a) for a in errors] + [_escape(a) for a in context]
-    flags = [0] * len(errors) + [hyperscan.HS_FLAG_SINGLEMATCH] * len(context)
+    flags = [0] * len(expressions)
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags)
     return database, len(errors)
@@ -45,9 +46,18 @@ def windows(block: bytes) -> list[tuple[int, int]]:
         return [(0, len(block))]
     database, error_count = _database()
     hits: list[tuple[int, bool]] = []
+    seen: dict[int, int] = {}
 
     def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        hits.append((end, pattern_id < error_count))
+        if pattern_id < error_count:
+            hits.append((end, True))
+            return
+        # context anchors (progress bars, metrics lines) repeat all over a long log: the
+        # first few of each per block say all there is to say
+        count = seen.get(pattern_id, 0)
+        if count < CONTEXT_HITS_PER_BLOCK:
+            seen[pattern_id] = count + 1
+            hits.append((end, False))
 
     database.scan(block, match_event_handler=on_match)
     if not hits:

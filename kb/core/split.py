@@ -22,6 +22,7 @@ class LogLine:
     timestamp: str | None = None
     source: str | None = None  # "core.py:1029" of vLLM's logger
     header: bool = False  # a log-record header was stripped from this line
+    engine: str | None = None  # the engine whose log format the prefix is
 
     @property
     def record(self) -> tuple[str | None, str | None, str | None]:
@@ -44,6 +45,7 @@ def clean(raw: str) -> str:
 def parse_line(number: int, raw: str) -> LogLine:
     text = clean(raw)
     line = LogLine(number=number, body=text)
+    container = None
     for _ in range(_MAX_LAYERS):
         stripped = False
         for prefix in PREFIXES:
@@ -53,6 +55,8 @@ def parse_line(number: int, raw: str) -> LogLine:
             groups = match.groupdict()
             if groups.get("proc") and line.process is None:
                 line.process = groups["proc"].strip()
+            if groups.get("container"):
+                container = groups["container"]
             level = groups.get("level") or groups.get("level2")
             if level:
                 line.level = _LEVELS.get(level, level)
@@ -61,12 +65,15 @@ def parse_line(number: int, raw: str) -> LogLine:
             if groups.get("src") or groups.get("src2"):
                 line.source = groups.get("src") or groups.get("src2")
             line.header = line.header or prefix.header
+            line.engine = line.engine or prefix.engine
             text = text[match.end():]
             stripped = True
             break
         if not stripped:
             break
     line.body = text.rstrip()
+    if line.process is None and container is not None:
+        line.process = container  # docker compose service: the stream when no inner label
     return line
 
 

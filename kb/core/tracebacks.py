@@ -49,12 +49,18 @@ class _Stream:
     continuation_lines: int = 0
     last_number: int = 0
     cpp: Found | None = None
+    pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
 
 
 @dataclass
 class Extractor:
     found: list[Found] = field(default_factory=list)
     streams: dict[str | None, _Stream] = field(default_factory=dict)
+    last_info: dict[str | None, int] = field(default_factory=dict)  # process -> line of its last INFO record
+    # a traceback printed inside one log record ("[.. TP3] Scheduler hit an exception: Traceback ...")
+    # continues on lines without any prefix: they belong to that record's process
+    embedded: str | None = None
+    faulthandler: Found | None = None
 
     # ----------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
@@ -70,10 +76,18 @@ class Extractor:
         for key, stream in self.streams.items():
             if stream.frames is not None:
                 self._close_truncated(key, stream)
+        for found in self.found:  # messages are complete only now (continuation lines)
+            _unwrap_validation_error(found.event)
         return self.found
 
     # ----------------------------------------------------------------------------------
     def _feed(self, line: LogLine) -> None:
+        if line.level in ("INFO", "DEBUG"):
+            self.last_info[line.process] = line.number
+        if line.process is None and not line.header and self.embedded is not None:
+            line.process = self.embedded
+        if self._faulthandler_line(line):
+            return
         stream = self.streams.get(line.process)
         if stream is None:
             stream = self.streams[line.process] = _Stream()
@@ -90,13 +104,16 @@ class Extractor:
 
         start = body.find("Traceback (most recent call last):")
         if start >= 0:
-            header = body[:start].rstrip(" :,") or None
+            header = body[:start].rstrip(" :,") or stream.pending_header
+            stream.pending_header = None
             self._end_continuation(stream)
             if header:
                 self._plain_line(line, stream, header, header.strip())
             stream.frames = []
             stream.tb_line = line
             stream.tb_header = header
+            if header and line.header and line.process is not None:
+                self.embedded = line.process
             return
         if not stripped:
             self._end_continuation(stream)
@@ -153,6 +170,8 @@ class Extractor:
         return False
 
     def _close(self, line: LogLine, stream: _Stream, exception: str, message: str) -> None:
+        if self.embedded == line.process:
+            self.embedded = None
         frames = stream.frames or []
         message, process = _split_embedded_process(message, line.process)
         event = ErrorEvent(exception=exception, message=message, process=process, frames=list(frames),
@@ -173,6 +192,8 @@ class Extractor:
         tb_line = stream.tb_line
         stream.frames = None
         stream.tb_line = None
+        if self.embedded == key:
+            self.embedded = None
         if not frames:
             return
         exception, message, inferred = "", "", False
@@ -253,6 +274,9 @@ class Extractor:
             return
         if _PROCESS_HEADER.match(stripped):
             return
+        if stripped.startswith("Exception ignored in"):
+            stream.pending_header = stripped
+            return
         frame = P.FRAME.match(body)
         if frame:
             # the excerpt starts inside a traceback: read it as one whose header is missing
@@ -281,7 +305,8 @@ class Extractor:
             stream.continuation_of = found
             stream.continuation_lines = 0
             return
-        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3:
+        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or any(
+                rule.pattern.search(stripped) for rule in P.SYMPTOMS):
             event = ErrorEvent(exception="ERROR", message=stripped, process=line.process,
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
@@ -303,6 +328,29 @@ class Extractor:
         stream.last_found = found
         self.found.append(found)
 
+    def _faulthandler_line(self, line: LogLine) -> bool:
+        """faulthandler prints the crashing thread's stack after 'Fatal Python error':
+        frames most recent first, until a blank line."""
+        body = line.body.strip()
+        if self.faulthandler is not None:
+            frame = P.FRAME.match(body)
+            if frame:
+                if len(self.faulthandler.event.frames) < _MAX_FRAMES:
+                    self.faulthandler.event.frames.insert(
+                        0, Frame(frame["file"], (frame["func"] or "?").strip(), int(frame["line"])))
+                return True
+            self.faulthandler = None
+            return not body
+        if P.FAULTHANDLER_STACK.match(body):
+            last = next((f for f in reversed(self.found[-5:]) if f.event.kind == "signal"), None)
+            if last is not None and body.startswith("Current thread"):
+                last.event.frames = []
+                self.faulthandler = last
+            else:
+                self.faulthandler = Found(ErrorEvent("", ""))  # another thread's stack: skip it
+            return True
+        return False
+
 
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
 
@@ -317,12 +365,33 @@ def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     return bool(re.fullmatch(r"[A-Z]\w*(?:\([\w.]+\))?", last)) and last not in {"INFO", "WARNING", "DEBUG"}
 
 
+_WARNING_LINE = re.compile(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
+
+
 def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ")):
         return True
+    if _WARNING_LINE.match(stripped):
+        return True
     exc = P.EXCEPTION_LINE.match(stripped)
     return bool(exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False))
+
+
+_PYDANTIC_ERROR = re.compile(r"^\s*(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.M)
+
+
+def _unwrap_validation_error(event: ErrorEvent) -> None:
+    """pydantic wraps the ValueError a validator raised: 'ValidationError: 1 validation
+    error for ModelConfig / Value error, <message> [type=value_error, ...]'. The person
+    fixes the inner error, so that is what the event names."""
+    if not event.exception.endswith("ValidationError") or " error, " not in event.message:
+        return
+    match = _PYDANTIC_ERROR.search(event.message)
+    if match:
+        event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
+        event.exception = "ValueError" if match.group(1) == "Value" else "AssertionError"
+        event.message = match.group(2).strip()
 
 
 def _split_embedded_process(message: str, process: str | None) -> tuple[str, str | None]:

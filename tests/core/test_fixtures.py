@@ -30,7 +30,15 @@ def _context_value(result, key):
         "pp": ctx.parallel.pp, "ep": ctx.parallel.ep, "speculative_method": ctx.speculative.method,
         "cuda_visible_devices": ctx.cuda_visible_devices, "torch_version": ctx.torch_version,
         "dtype": ctx.dtype, "quantization": ctx.quantization, "architecture": ctx.architecture,
+        "python_version": ctx.python_version, "draft_model": ctx.speculative.draft_model,
+        "num_speculative_tokens": ctx.speculative.num_speculative_tokens,
     }[key]
+
+
+KNOWN_KEYS = {"root_cause", "symptoms_include", "context", "phase", "redactions_at_least", "absent_strings",
+              "seconds_to_crash", "not_root_exceptions", "max_events", "not_root_message_contains"}
+KNOWN_ROOT_KEYS = {"truncated", "exception", "message", "process", "top_frame", "frames_include", "kind",
+                   "message_contains", "frame_count", "confidence_below", "message_contains_any"}
 
 
 def test_fixture_folder_is_not_empty():
@@ -40,6 +48,8 @@ def test_fixture_folder_is_not_empty():
 @pytest.mark.parametrize("expected_path", CASES, ids=lambda p: p.stem)
 def test_fixture(expected_path):
     expected = json.loads(expected_path.read_text())
+    assert set(expected) <= KNOWN_KEYS, "an expectation this test would ignore"
+    assert set(expected["root_cause"]) <= KNOWN_ROOT_KEYS, "an expectation this test would ignore"
     result = analyze(_log_for(expected_path))
     want = expected["root_cause"]
     root = result.root_cause
@@ -51,6 +61,24 @@ def test_fixture(expected_path):
     if "process" in want:
         assert root.process == want["process"]
     assert root.truncated == want.get("truncated", False)
+    if "message_contains" in want:
+        assert want["message_contains"] in root.message
+    if "message_contains_any" in want:
+        assert any(text in root.message for text in want["message_contains_any"]), root.message
+    if "kind" in want:
+        assert root.kind == want["kind"]
+    if "frame_count" in want:
+        assert len(root.frames) == want["frame_count"]
+    if "confidence_below" in want:
+        assert root.confidence < want["confidence_below"]
+    for frame in want.get("frames_include", []):
+        assert any(library_path(f.file) == frame["file"] and f.function == frame["function"] for f in root.frames), frame
+    for name in expected.get("not_root_exceptions", []):
+        assert root.exception != name
+    for text in expected.get("not_root_message_contains", []):
+        assert text not in root.message
+    if "max_events" in expected:
+        assert 1 + len(result.symptoms) <= expected["max_events"]
     if want.get("top_frame"):
         assert root.frames, "expected frames"
         top = root.frames[-1]
