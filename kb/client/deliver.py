@@ -1,0 +1,89 @@
+"""Upload a log now, or keep it in the spool for `kb flush`: the one place that decides,
+shared by `kb run` and `kb submit`, so both keep the same promise: a log is either
+confirmed by the service, or on disk with its path printed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kb.client import settings
+from kb.client.report import format_answer
+from kb.client.spool import Spool, SpoolEntry, new_idempotency_key
+from kb.client.upload import UploadResult, upload
+
+
+@dataclass(slots=True)
+class Delivery:
+    status: str  # sent | spooled | refused (4xx) | kept (spool unwritable, log on disk) | lost
+    result: UploadResult
+    entry: SpoolEntry | None = None
+
+
+def say(message: str) -> None:
+    """kb's own messages go to stderr: stdout may be the wrapped command's, or a pipe."""
+    click.echo(f"kb: {message}", err=True)
+
+
+def deliver(
+    log: Path | bytes,
+    fields: dict[str, str],
+    *,
+    server: str,
+    token: str | None,
+    timeout: float,
+    source: str,
+    kept_at: Path | None,
+    extra: dict[str, Any] | None = None,
+    answer_to_stderr: bool = False,
+    as_json: bool = False,
+) -> Delivery:
+    """Send once; print the answer, or spool the log and say where it is."""
+    key = new_idempotency_key()
+    try:
+        result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout, filename="crash.log")
+    except KeyboardInterrupt:  # Ctrl-C while uploading: keep the log for `kb flush`
+        result = UploadResult("transient", error="upload interrupted")
+    if result.ok:
+        if result.answer is not None and as_json:
+            click.echo(json.dumps(result.answer, indent=2), err=answer_to_stderr)
+        elif result.answer is not None:
+            click.echo(format_answer(result.answer, base_url=settings.base_url(server)), err=answer_to_stderr)
+        else:
+            say(f"the server accepted the log (HTTP {result.http_status}) but sent no JSON answer")
+        _mention_spool()
+        return Delivery("sent", result)
+
+    if not result.keep_for_later:
+        say(f"the server refused the log: {result.error}")
+        if kept_at is not None:
+            say(f"the log is kept at {kept_at}")
+        return Delivery("refused", result)
+
+    say(f"could not upload the log: {result.error}")
+    spool = Spool(settings.spool_dir())
+    meta = {"server": server, "first_error": result.error, "original_log": str(kept_at) if kept_at else None}
+    meta.update(extra or {})
+    try:
+        entry = spool.add(log, fields, idempotency_key=key, source=source, extra=meta)
+    except OSError as exc:
+        say(f"could not write to the spool {spool.root}: {exc}")
+        if kept_at is not None:
+            say(f"the log is kept at {kept_at}; send it later with: kb submit {kept_at}")
+        return Delivery("lost" if kept_at is None else "kept", result)
+    say(f"saved to the spool: {entry.path}")
+    say("send it once the server is reachable with: kb flush")
+    return Delivery("spooled", result, entry)
+
+
+def _mention_spool() -> None:
+    try:
+        waiting = len(Spool(settings.spool_dir()).entries())
+    except OSError:
+        return
+    if waiting:
+        say(f"{waiting} earlier log(s) wait in the spool {settings.spool_dir()}; send them with: kb flush")

@@ -1,0 +1,128 @@
+"""End to end against the real service: `kb serve` on SQLite, started as a process."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from client_helpers import FAKE_LAUNCH, GPU, KB, REPO, free_port, run_kb, saved_log, spool_entries, wait_until
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("kb.web.commands") is None, reason="the service (kb.web.commands) is not built yet"
+)
+
+
+def start_serve(tmp_path, port: int) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update(KB_DATABASE_URL=f"sqlite:///{tmp_path / 'kb.db'}", KB_SEED="0", PYTHONPATH=str(REPO))
+    process = subprocess.Popen(
+        [*KB, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
+    )
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"kb serve exited: {(tmp_path / 'serve.log').read_text()[-2000:]}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, 60, "kb serve to answer /healthz", interval=0.2)
+    return process
+
+
+@pytest.fixture
+def served(tmp_path) -> Iterator:
+    processes: list[subprocess.Popen] = []
+
+    def start(port: int | None = None) -> str:
+        port = port or free_port()
+        processes.append(start_serve(tmp_path, port))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+def crash_command() -> list[str]:
+    return [sys.executable, str(FAKE_LAUNCH), "crash"]
+
+
+def test_kb_run_against_kb_serve_reports_and_stores_the_occurrence(kb_env, served):
+    url = served()
+    first = run_kb(["run", "--server", url, "--", *crash_command()], kb_env)
+    assert first.returncode == 1, first.stderr
+    stderr = first.stderr.decode()
+    assert "Crash KB: new incident" in stderr
+    assert "Root cause:  torch.OutOfMemoryError: CUDA out of memory" in stderr
+    assert f"{url}/incidents/1" in stderr
+
+    second = run_kb(["run", "--server", url, "--", *crash_command()], kb_env)
+    assert second.returncode == 1
+    assert "Crash KB: known incident" in second.stderr.decode()
+    assert f"{url}/incidents/1" in second.stderr.decode()
+
+    incident = httpx.get(f"{url}/incidents/1", timeout=10).json()
+    assert incident["occurrence_count"] == 2
+    occurrence = incident["occurrences"][0]
+    assert occurrence["exit_code"] == 1 and occurrence["reporter"] == "ci-tester"
+    assert occurrence["command"].endswith("fake_launch.py crash")
+    assert occurrence["gpu_count"] == 2 and occurrence["gpu_name"] == GPU
+    log = httpx.get(occurrence["log_url"], timeout=10).text
+    assert "RuntimeError: Engine core initialization failed" in log
+    assert saved_log(stderr).exists()
+
+
+def test_spooled_while_kb_serve_is_down_then_flushed_once(kb_env, served):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    down = run_kb(["run", "--server", url, "--", *crash_command()], kb_env)
+    assert down.returncode == 1 and len(spool_entries(kb_env)) == 1
+
+    served(port)
+    flushed = run_kb(["flush", "--server", url], kb_env)
+    assert flushed.returncode == 0, flushed.stderr
+    assert f"{url}/incidents/1" in flushed.stdout.decode()
+    assert spool_entries(kb_env) == []
+    again = run_kb(["flush", "--server", url], kb_env)
+    assert again.returncode == 0
+    assert httpx.get(f"{url}/incidents/1", timeout=10).json()["occurrence_count"] == 1
+
+
+def test_kb_submit_against_kb_serve(kb_env, served, tmp_path):
+    url = served()
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700] EngineCore failed to start.\n"
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700] Traceback (most recent call last):\n"
+        '(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700]   File "/usr/lib/python3/site-packages/'
+        'vllm/v1/core/kv_cache_utils.py", line 700, in check_enough_kv_cache_memory\n'
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700]     raise ValueError(\n"
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700] ValueError: To serve at least one request "
+        "with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the "
+        "available KV cache memory (9.77 GiB).\n"
+    )
+    done = run_kb(["submit", str(log), "--server", url], kb_env)
+    assert done.returncode == 0, done.stderr
+    assert "Root cause:  ValueError: To serve at least one request" in done.stdout.decode()
+    empty = tmp_path / "blank.log"
+    empty.write_text("\n")
+    refused = run_kb(["submit", str(empty), "--server", url], kb_env)
+    # Whatever the service thinks of a blank log, the CLI answers cleanly.
+    assert refused.returncode in (0, 1)
+    assert "Traceback" not in refused.stderr.decode()
