@@ -24,7 +24,7 @@ def format_analysis(result: Analysis) -> str:
         if root.frames:
             out.append("  frames (most recent last):")
             for frame in root.frames[-8:]:
-                out.append(f"    {frame.file}:{frame.line} in {frame.function}")
+                out.append(f"    {frame.path or frame.file}:{frame.line} in {frame.function}")
                 if frame.code:
                     out.append(f"        {frame.code}")
     ctx = result.context

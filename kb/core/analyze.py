@@ -69,7 +69,7 @@ class Analyzer:
         first, crash, seconds = self._context.seconds_to_crash(root.line_number if root else None)
         processes = sorted({p for p in self._extractor.streams if p})
         return Analysis(
-            fingerprint=fingerprint(root),
+            fingerprint=fingerprint(root, context.engine, phase),
             root_cause=root,
             symptoms=symptoms[:50],
             context=context,

@@ -68,7 +68,8 @@ FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _QUICK = re.compile(
     r"version|Version|non-default|rchitecture|model|dtype|quantiz|_parallel|-parallel|tp_size|--tp|dp_size|--dp|pp_size"
-    r"|ep_size|shard|speculative|CUDA_VISIBLE|torch|PyTorch|Python|/lib|nproc|--gpus|world_size|expert|vllm|sglang|type=|^GPU"
+    r"|ep_size|shard|speculative|CUDA_VISIBLE|torch[=: ]|PyTorch|Python|nproc|--gpus|world_size|expert"
+    r"|vllm[=: -]|sglang[=: -]|type=|^GPU|CUDA Version|CUDA used"
 )
 
 _GPU = _r(
@@ -120,6 +121,8 @@ class ContextCollector:
     phase_markers: list[tuple[int, str]] = field(default_factory=list)
     first_timestamp: str | None = None
     timestamps: list[tuple[int, str]] = field(default_factory=list)
+    phases_seen: set = field(default_factory=set)
+    engine_lines: int = 0
 
     def feed(self, line: LogLine) -> None:
         body = line.body
@@ -130,12 +133,14 @@ class ContextCollector:
                 self.timestamps.append((line.number, line.timestamp))
         if line.engine and self.engine_hits.get(line.engine, 0) < 50:
             self.engine_hits[line.engine] = self.engine_hits.get(line.engine, 0) + 1
-        for name, pattern in _ENGINE_MARKERS:
-            if self.engine_hits.get(name, 0) < 50 and (pattern.search(body) or (line.process and pattern.search(line.process))):
-                self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
+        if self.engine_lines < 400:  # the engine is plain long before that
+            self.engine_lines += 1
+            for name, pattern in _ENGINE_MARKERS:
+                if pattern.search(body) or (line.process and pattern.search(line.process)):
+                    self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
         if _QUICK.search(body):
             for name, pattern in FIELD_PATTERNS:
-                if name in self.values and not name.startswith("engine_version"):
+                if name in self.values:
                     continue
                 match = pattern.search(body)
                 if match:
@@ -150,7 +155,8 @@ class ContextCollector:
             if index:
                 self.gpu_indices.add(index.group(1) or index.group(2))
         for rule in P.PHASE_MARKERS:
-            if rule.pattern.search(body):
+            if rule.phase not in self.phases_seen and rule.pattern.search(body):
+                self.phases_seen.add(rule.phase)  # stages only move forward: the first sighting is enough
                 self.phase_markers.append((line.number, rule.phase or "unknown"))
                 break
 
@@ -203,17 +209,18 @@ class ContextCollector:
 
     def phase(self, root: ErrorEvent | None, crash_line: int | None, engine: str | None,
               other_frames: list | None = None) -> str:
+        """The root cause's own frames say it best, then its message, then the frames of
+        another traceback in the log, then how far the launch got (stage markers)."""
         if root is not None:
-            frames = root.frames or other_frames or []
-            for frame in reversed(frames):
-                for pattern, phase in P.FRAME_PHASES:
-                    if pattern.search(frame.function) or (phase == "config" and pattern.search(frame.file)):
-                        if phase == "training" and engine not in (None, "pytorch"):
-                            continue
-                        return phase
+            found = self._phase_from_frames(root.frames, engine)
+            if found:
+                return found
             for pattern, phase in P.MESSAGE_PHASES:
                 if pattern.search(root.message) or pattern.search(root.exception):
                     return phase
+            found = self._phase_from_frames(other_frames or [], engine)
+            if found:
+                return found
         stage_order = ["weight_loading", "kv_cache_profiling", "cuda_graph_capture", "serving"]
         reached = [phase for number, phase in self.phase_markers if crash_line is None or number <= crash_line]
         if reached:
@@ -222,6 +229,16 @@ class ContextCollector:
             return "training"
         # an engine that failed before reaching any stage marker failed while starting
         return "startup" if root is not None and (root.frames or engine) else "unknown"
+
+    @staticmethod
+    def _phase_from_frames(frames: list, engine: str | None) -> str | None:
+        for frame in reversed(frames):
+            for pattern, phase in P.FRAME_PHASES:
+                if pattern.search(frame.function) or (phase == "config" and pattern.search(frame.file)):
+                    if phase == "training" and engine not in (None, "pytorch"):
+                        continue
+                    return phase
+        return None
 
     def seconds_to_crash(self, crash_line: int | None) -> tuple[str | None, str | None, float | None]:
         if self.first_timestamp is None:

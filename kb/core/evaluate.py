@@ -166,9 +166,10 @@ def evaluate(cases: list[Case], seeds: list[SeedIncident] | None = None) -> dict
 
 def _against_seeds(results: list[CaseResult], features: dict[str, CrashFeatures], seeds: list[SeedIncident],
                    classes: Counter) -> dict[str, Any]:
-    """Which seed incident each case matches (known tier). A class maps to the seed most of
-    its cases matched; a case is recognized when it matched its class's seed and that seed
-    has a fix; a wrong match is a known match to a seed that belongs to another class."""
+    """Which seed incident each case matches (known tier). Each seed belongs to the class
+    whose cases match it most (a class may own several seeds: V0 and V1 wordings, two
+    engines). A case is recognized when it matched a seed its class owns and that seed has
+    a fix; a wrong match is a known match to a seed another class owns."""
     for result in results:
         best, best_score = None, -1.0
         for seed in seeds:
@@ -183,19 +184,16 @@ def _against_seeds(results: list[CaseResult], features: dict[str, CrashFeatures]
     votes: dict[str, Counter] = defaultdict(Counter)
     for r in results:
         if r.seed_match:
-            votes[r.failure_class][r.seed_match] += 1
-    class_seed = {cls: counter.most_common(1)[0][0] for cls, counter in votes.items()}
-    seed_owner: dict[str, str] = {}
-    for cls, slug in class_seed.items():
-        seed_owner.setdefault(slug, cls)
+            votes[r.seed_match][r.failure_class] += 1
+    seed_owner = {slug: counter.most_common(1)[0][0] for slug, counter in votes.items()}
     has_fix = {s.slug: s.has_fix for s in seeds}
     recurring = [r for r in results if classes[r.failure_class] > 1]
-    recognized = [r for r in recurring if r.seed_match and class_seed.get(r.failure_class) == r.seed_match and has_fix[r.seed_match]]
-    wrong = [r for r in results if r.seed_match and seed_owner.get(r.seed_match) != r.failure_class]
+    recognized = [r for r in recurring if r.seed_match and seed_owner[r.seed_match] == r.failure_class and has_fix[r.seed_match]]
+    wrong = [r for r in results if r.seed_match and seed_owner[r.seed_match] != r.failure_class]
     return {
         "recognized_recurring": len(recognized) / len(recurring) if recurring else None,
-        "recognized_all": sum(1 for r in results if r.seed_match and class_seed.get(r.failure_class) == r.seed_match) / (len(results) or 1),
+        "recognized_all": sum(1 for r in results if r.seed_match and seed_owner[r.seed_match] == r.failure_class) / (len(results) or 1),
         "wrong_match": len(wrong) / (len(results) or 1),
         "wrong_ids": [r.id for r in wrong],
-        "class_seed": class_seed,
+        "seed_owner": seed_owner,
     }

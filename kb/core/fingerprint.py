@@ -9,7 +9,7 @@ import re
 from kb.core.normalize import frame_key, library_path, message_template, relevant
 from kb.core.records import ErrorEvent, Fingerprint, Hint
 
-VERSION = "1"
+VERSION = "2"  # 2: engine and crash phase join the hash
 FRAMES_KEPT = 6  # in-library frames nearest the raise
 SHORT_MESSAGE = 12  # below this many characters the message alone cannot tell causes apart
 
@@ -41,7 +41,7 @@ def killed_by(event: ErrorEvent) -> str | None:
     return _SIGNAL_NAMES.get(number)
 
 
-def fingerprint(event: ErrorEvent | None) -> Fingerprint:
+def fingerprint(event: ErrorEvent | None, engine: str | None = None, phase: str | None = None) -> Fingerprint:
     if event is None:
         return Fingerprint(version=VERSION, hash=_digest("no-error"), signature="(no error found)",
                            exception="", message_template="",
@@ -52,7 +52,7 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
         exception, template = signal, f"process killed by {signal}"
         hints.append(Hint("exception", f"{event.exception}: {event.message}", True,
                           f"a process killed by {signal}: the signal is the identity, the wording is not"))
-        return Fingerprint(version=VERSION, hash=_digest("\x1f".join([VERSION, exception, template])),
+        return Fingerprint(version=VERSION, hash=_digest("\x1f".join([VERSION, engine or "", exception, template])),
                            signature=f"{exception}: {template}", exception=exception, message_template=template,
                            frames=[], hints=hints)
     exception = canonical_exception(event.exception)
@@ -85,7 +85,10 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
         hints.append(Hint("frame", key, True, ", ".join(dropped) or "frame"))
     frames.reverse()
 
-    parts = [VERSION, exception, template]
+    where = [engine or "", phase if phase not in (None, "unknown") else ""]
+    hints.append(Hint("context", f"{engine or '?'} / {phase or 'unknown'}", True,
+                      "the same error in another engine or another phase of the launch has another fix"))
+    parts = [VERSION, *where, exception, template]
     if len(template) < SHORT_MESSAGE:
         parts.extend(frames[-3:])
         hints.append(Hint("frame", " < ".join(frames[-3:]), True,

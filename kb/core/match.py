@@ -23,7 +23,7 @@ _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 # multiplicative context penalties (only when both sides state the value)
 _ENGINE_DIFFERS = 0.12
-_PHASE_DIFFERS = 0.08
+_PHASE_DIFFERS = 0.15  # the same error in another phase of the launch is another incident
 _ARCH_DIFFERS = 0.03
 _GPU_FAMILY_DIFFERS = 0.03
 _TOPOLOGY_DIFFERS = 0.02

@@ -43,49 +43,50 @@ class Prefix:
     why: str
     header: bool = False
     engine: str | None = None  # the engine whose logger prints this prefix
+    starts: str = ""  # characters a line can start with for this prefix to apply ("" = any)
 
 
 PREFIXES: tuple[Prefix, ...] = (
     Prefix("compose-tail", _r(r"^\s*\|\s?(?=\S)"), "  | (EngineCore_DP0 pid=6804) ValueError: x",
-           "docker compose / k8s viewers that leave a bare '| ' gutter"),
+           "docker compose / k8s viewers that leave a bare '| ' gutter", starts=' |'),
     Prefix("compose-service", _r(r"^(?P<container>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"), "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
            "docker compose prefixes each line with the service name and replica"),
     Prefix("iso-bracket", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\]\s+(?=\S)(?!\[)"),
            "[2026-01-26T17:25:37Z] (EngineCore_DP0 pid=738) ERROR 01-26 09:25:37 [core.py:935] x",
-           "log shippers that prepend an ISO timestamp in brackets", header=True),
+           "log shippers that prepend an ISO timestamp in brackets", header=True, starts='['),
     Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
            "[2025-06-13 09:59:00 TP3] Scheduler hit an exception: x",
-           "SGLang: '[time TPn] ' with the rank labels of the scheduler process", header=True, engine="sglang"),
+           "SGLang: '[time TPn] ' with the rank labels of the scheduler process", header=True, engine="sglang", starts='['),
     Prefix("vllm-process", _r(r"^\((?P<proc>[^()]{0,80}?pid=\d+[^()]{0,200}?)\)\s?"),
            "(VllmWorker TP3 pid=4242) ERROR 02-22 17:52:14 [multiproc_executor.py:783] x",
-           "vLLM V1 and Ray prefix every line of a child process with its name and pid"),
+           "vLLM V1 and Ray prefix every line of a child process with its name and pid", starts='('),
     Prefix("vllm-level", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+(?:\[(?P<src>[\w./-]+:\d+)\]|(?P<src2>[\w./-]+:\d+)\])\s?"),
            "ERROR 02-22 17:52:14 [core.py:1029] Traceback (most recent call last):",
            "vLLM's logger: level, month-day time and [file:line] (older versions lack the '[')",
-           header=True, engine="vllm"),
+           header=True, engine="vllm", starts='DIWEC'),
     Prefix("torch-rank", _r(r"^\[(?P<proc>(?:default)?rank\d+)\]:\s?"), "[rank3]:   File \"train.py\", line 1, in <module>",
-           "torchrun's --tee / log prefix for each local rank"),
+           "torchrun's --tee / log prefix for each local rank", starts='['),
     Prefix("glog-bracket", _r(r"^\[(?P<level>[IWEF])(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+)(?: \d+)? [\w./-]+:\d+\]\s?"),
            "[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: x",
-           "c10 warnings printed by PyTorch's C++ side", header=True),
+           "c10 warnings printed by PyTorch's C++ side", header=True, starts='['),
     Prefix("glog", _r(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s?"),
            "E0724 19:33:34.565000 128818126430656 torch/distributed/elastic/multiprocessing/api.py:702] failed",
-           "torch.distributed.elastic logs in glog format", header=True),
+           "torch.distributed.elastic logs in glog format", header=True, starts='IWEF'),
     Prefix("py-logging", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- |[\w.]+ \d+ (?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)"),
            "2025-04-15 13:37:25,916 ERROR worker.py:422 -- Unhandled error",
-           "Ray and xinference use Python logging with a comma before milliseconds", header=True),
+           "Ray and xinference use Python logging with a comma before milliseconds", header=True, starts='0123456789'),
     Prefix("torchrun-old", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] [\w.]+: \[(?P<level>\w+)\]\s?"),
            "[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)",
-           "torchrun before 2.2 logged with a bracketed timestamp", header=True),
+           "torchrun before 2.2 logged with a bracketed timestamp", header=True, starts='['),
     Prefix("tgi", _r(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:(?P<proc>shard-manager|download|webserver)[^:]*: )?(?:[\w:]+: |(?=\w+\{))"),
            "2023-08-25T10:57:30.352453Z ERROR text_generation_launcher: Error when initializing model",
-           "TGI's Rust launcher (tracing) header", header=True, engine="tgi"),
+           "TGI's Rust launcher (tracing) header", header=True, engine="tgi", starts='0123456789'),
     Prefix("trt-time", _r(r"^\[(?P<ts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s"),
            "[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device",
-           "TensorRT's logger timestamp", header=True),
+           "TensorRT's logger timestamp", header=True, starts='['),
     Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)?"),
            "2024-01-01 10:00:00.123 ERROR something failed",
-           "any other ISO-timestamped logger", header=True),
+           "any other ISO-timestamped logger", header=True, starts='0123456789'),
 )
 
 # Symbols of process labels that identify the rank, for occurrence groups.
@@ -318,11 +319,17 @@ MESSAGE_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
 # Pre-filter anchors: literals whose presence makes a line worth parsing. Everything the
 # parser or the context extractor reacts to must be reachable from one of these.
 # --------------------------------------------------------------------------------------
+# Anchors that start a block: the lines after them (frames' code, message continuations,
+# the rest of a C++ what()) are parsed too.
+BLOCK_ANCHORS: tuple[str, ...] = (
+    "Traceback", 'File "', 'File \\"', "Error", "error", "Exception", "terminate called", "what():",
+    "Fatal", "Segmentation fault", "most recent call first",
+)
+# Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (
-    "Traceback", 'File "', 'File \\"', "Error", "error", "ERROR", "Exception", "exception",
-    "terminate called", "what():", "Killed", "killed", "SIG", "exitcode", "Exit code",
-    "Assertion", "assert", "NCCL", "failed", "Failed", "FAILED", "dead", "died", "Fatal",
-    "out of memory", "raise ", "[E]", "Warning", "WARNING", "not supported", "CUDA",
+    "ERROR", "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
+    "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
+    "not supported", "CUDA",
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)
 
 CONTEXT_ANCHORS: tuple[str, ...] = (

@@ -33,6 +33,7 @@ class Frame:
     function: str
     line: int | None = None
     code: str | None = None
+    path: str | None = None  # the path as the log printed it
 
 
 @dataclass(slots=True)

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 
 from kb.core import patterns as P
-from kb.core.normalize import message_template
-from kb.core.records import ErrorEvent
+from kb.core.normalize import library_path, message_template
+from kb.core.records import ErrorEvent, Frame
 from kb.core.tracebacks import Found
 
 # Base score per (role, how it was found). Higher is likelier the cause.
@@ -200,6 +200,7 @@ def _chain_root(item: Found) -> Found:
 
 def _as_event(group: Group) -> ErrorEvent:
     event = group.first.event
+    event.frames = [f if f.path else Frame(library_path(f.file), f.function, f.line, f.code, f.file) for f in event.frames]
     event.ranks = list(group.ranks)
     event.role = group.tier.split("-")[0] if group.tier.startswith("root") else group.tier
     event.reason = group.reason if group.count == 1 else f"{group.reason} (repeated {group.count} times)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from kb.core.patterns import CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
+from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
 CONTEXT_HITS_PER_BLOCK = 64  # lines kept per context anchor and block
@@ -27,13 +27,16 @@ def _escape(literal: str) -> bytes:
 
 @lru_cache(maxsize=1)
 def _database():
-    errors = sorted(set(ERROR_ANCHORS) | set(SECRET_ANCHORS))
-    context = sorted(set(CONTEXT_ANCHORS) - set(errors))
-    expressions = [_escape(a) for a in errors] + [_escape(a) for a in context]
-    flags = [0] * len(expressions)
+    """Pattern ids: [0, blocks) start a block, [blocks, lines) are single lines, the rest
+    are context anchors (capped per block)."""
+    blocks = sorted(set(BLOCK_ANCHORS))
+    lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
+    context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
+    expressions = [_escape(a) for a in blocks + lines + context]
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags)
-    return database, len(errors)
+    database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
+                     flags=[0] * len(expressions))
+    return database, len(blocks), len(blocks) + len(lines)
 
 
 def available() -> bool:
@@ -44,13 +47,13 @@ def windows(block: bytes) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of whole lines of `block` worth parsing, in order, merged."""
     if hyperscan is None:
         return [(0, len(block))]
-    database, error_count = _database()
+    database, block_count, line_count = _database()
     hits: list[tuple[int, bool]] = []
     seen: dict[int, int] = {}
 
     def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        if pattern_id < error_count:
-            hits.append((end, True))
+        if pattern_id < line_count:
+            hits.append((end, pattern_id < block_count))
             return
         # context anchors (progress bars, metrics lines) repeat all over a long log: the
         # first few of each per block say all there is to say
@@ -74,6 +77,9 @@ def windows(block: bytes) -> list[tuple[int, int]]:
         line_start = rfind(b"\n", 0, end) + 1
         line_end = find(b"\n", end)
         line_end = len(block) if line_end < 0 else line_end + 1
+        if is_error and find(b" WARNING ", line_start, min(line_start + 120, line_end)) >= 0:
+            # a block logged at WARNING level: the engine went on; one line is enough
+            is_error = False
         if is_error:
             error_line_end = line_end
             for _ in range(FOLLOWING_LINES):

@@ -48,7 +48,10 @@ def parse_line(number: int, raw: str) -> LogLine:
     container = None
     for _ in range(_MAX_LAYERS):
         stripped = False
+        first = text[:1]
         for prefix in PREFIXES:
+            if prefix.starts and first not in prefix.starts:
+                continue
             match = prefix.pattern.match(text)
             if match is None or match.end() == 0:
                 continue

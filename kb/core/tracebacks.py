@@ -288,6 +288,8 @@ class Extractor:
         if not (exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False)):
             for table in (P.ERROR_LINES, P.KNOWN_MESSAGES):
                 for rule in table:
+                    if rule.anchors and not any(anchor in stripped for anchor in rule.anchors):
+                        continue
                     match = rule.pattern.search(stripped)
                     if match:
                         self._from_rule(line, stream, rule, match)
@@ -305,8 +307,8 @@ class Extractor:
             stream.continuation_of = found
             stream.continuation_lines = 0
             return
-        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or any(
-                rule.pattern.search(stripped) for rule in P.SYMPTOMS):
+        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
+                line.level not in ("INFO", "DEBUG", "WARNING") and _ANY_SYMPTOM.search(stripped)):
             event = ErrorEvent(exception="ERROR", message=stripped, process=line.process,
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
@@ -352,6 +354,7 @@ class Extractor:
         return False
 
 
+_ANY_SYMPTOM = re.compile("|".join(f"(?:{rule.pattern.pattern})" for rule in P.SYMPTOMS))
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
 
 
