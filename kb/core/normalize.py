@@ -69,6 +69,8 @@ _STDLIB = re.compile(r"/lib(?:64)?/python3\.\d+/")
 def library_path(path: str) -> str:
     """'/root/env/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py' -> 'vllm/v1/worker/gpu_worker.py'."""
     path = path.replace("\\", "/")
+    if not path.startswith("/") and not re.match(r"^[A-Za-z]:/", path):
+        return path  # already relative (or "<frozen ...>", "<stdin>")
     match = None
     for match in _PACKAGE_ROOT.finditer(path):
         pass
