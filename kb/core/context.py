@@ -66,11 +66,11 @@ FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("gpu_count", _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
     ("gpu_list", _r(r"^GPU ((?:\d+,)*\d+): ")),
 )
-_QUICK = re.compile(
-    r"version|Version|non-default|rchitecture|model|dtype|quantiz|_parallel|-parallel|tp_size|--tp|dp_size|--dp|pp_size"
-    r"|ep_size|shard|speculative|CUDA_VISIBLE|torch[=: ]|PyTorch|Python|nproc|--gpus|world_size|expert"
-    r"|vllm[=: -]|sglang[=: -]|type=|^GPU|CUDA Version|CUDA used"
-)
+# A line is tried against FIELD_PATTERNS only when it holds one of these.
+_QUICK_LITERALS = ("version", "Version", "non-default", "rchitecture", "model", "dtype", "quantiz", "_parallel",
+                   "-parallel", "tp_size", "--tp", "dp_size", "--dp", "pp_size", "ep_size", "shard", "speculative",
+                   "CUDA_VISIBLE", "torch", "PyTorch", "Python", "nproc", "--gpus", "world_size", "expert", "vllm",
+                   "sglang", "type=", "GPU ", "CUDA Version", "CUDA used")
 
 _GPU = _r(
     r"\b((?:NVIDIA|Tesla|Quadro|AMD Instinct)\s(?:GeForce\s)?(?:RTX\s|GTX\s)?(?:PRO\s)?[A-Z]?\d*[A-Z]*\d*\w*"
@@ -138,7 +138,7 @@ class ContextCollector:
             for name, pattern in _ENGINE_MARKERS:
                 if pattern.search(body) or (line.process and pattern.search(line.process)):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
-        if _QUICK.search(body):
+        if any(literal in body for literal in _QUICK_LITERALS):
             for name, pattern in FIELD_PATTERNS:
                 if name in self.values:
                     continue
@@ -154,7 +154,7 @@ class ContextCollector:
             index = _GPU_INDEX.search(body)
             if index:
                 self.gpu_indices.add(index.group(1) or index.group(2))
-        for rule in P.PHASE_MARKERS:
+        for rule in P.PHASE_MARKERS if len(self.phases_seen) < len(P.PHASE_MARKERS) else ():
             if rule.phase not in self.phases_seen and rule.pattern.search(body):
                 self.phases_seen.add(rule.phase)  # stages only move forward: the first sighting is enough
                 self.phase_markers.append((line.number, rule.phase or "unknown"))

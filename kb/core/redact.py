@@ -38,14 +38,16 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     SecretRule("slack-token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"), f"xox-{MASK}", "xoxb-1234567890-abcdefghij"),
 )
 
-# Cheap test before running the rules on a line: every rule needs one of these.
-_QUICK = re.compile(r"hf_|sk-|Bearer|api[-_]key|TOKEN|_KEY|SECRET|PASSW|AKIA|ASIA|://|gh[pousr]_|xox|"
-                    r"(?i:(?:token|password|secret|access_key|secret_key)['\"]?\s*[:=])")
+# Cheap test before running the rules on a line: every rule needs one of these literals
+# (substring tests are far cheaper than one regex alternation on every kept line).
+QUICK_LITERALS = ("hf_", "sk-", "Bearer", "api-key", "api_key", "API_KEY", "TOKEN", "_KEY", "SECRET", "PASSW",
+                  "AKIA", "ASIA", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "token", "Token",
+                  "password", "Password", "secret", "Secret", "access_key", "secret_key")
 
 
 def redact(text: str) -> tuple[str, int]:
     """Return `text` with secrets masked and how many were masked."""
-    if not _QUICK.search(text):
+    if not any(literal in text for literal in QUICK_LITERALS):
         return text, 0
     total = 0
     for rule in SECRET_RULES:

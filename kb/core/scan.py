@@ -13,7 +13,7 @@ from functools import lru_cache
 from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
-CONTEXT_HITS_PER_BLOCK = 64  # lines kept per context anchor and block
+CONTEXT_SLICE = 1024 * 1024  # in larger blocks each context anchor is kept once per slice
 
 try:  # pragma: no cover - import guard
     import hyperscan
@@ -26,17 +26,27 @@ def _escape(literal: str) -> bytes:
 
 
 @lru_cache(maxsize=1)
-def _database():
-    """Pattern ids: [0, blocks) start a block, [blocks, lines) are single lines, the rest
-    are context anchors (capped per block)."""
+def _databases():
+    """Errors: expression 0 matches a line with any block anchor, 1 a line with any
+    single-line anchor; each ends at the newline, so a line is reported once per
+    expression however many anchors it holds. Context: one expression per anchor,
+    reported once per scanned slice (they repeat all over a long log: progress bars,
+    metrics lines)."""
     blocks = sorted(set(BLOCK_ANCHORS))
     lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
     context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
-    expressions = [_escape(a) for a in blocks + lines + context]
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
-                     flags=[0] * len(expressions))
-    return database, len(blocks), len(blocks) + len(lines)
+    to_eol = b"[^\\n]*\\n"
+    errors = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    expressions = [b"(?:" + b"|".join(_escape(a) for a in blocks) + b")" + to_eol,
+                   b"(?:" + b"|".join(_escape(a) for a in lines) + b")" + to_eol]
+    errors.compile(expressions=expressions, ids=[0, 1], elements=2, flags=[0, 0])
+    expressions = [_escape(a) for a in context]  # literals: compile in milliseconds
+    every = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    every.compile(expressions=expressions, ids=list(range(len(context))), elements=len(context), flags=[0] * len(context))
+    first = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    first.compile(expressions=expressions, ids=list(range(len(context))), elements=len(context),
+                  flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(context))
+    return errors, every, first
 
 
 def available() -> bool:
@@ -47,22 +57,24 @@ def windows(block: bytes) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of whole lines of `block` worth parsing, in order, merged."""
     if hyperscan is None:
         return [(0, len(block))]
-    database, block_count, line_count = _database()
+    errors, every_context, first_context = _databases()
     hits: list[tuple[int, bool]] = []
-    seen: dict[int, int] = {}
 
-    def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        if pattern_id < line_count:
-            hits.append((end, pattern_id < block_count))
-            return
-        # context anchors (progress bars, metrics lines) repeat all over a long log: the
-        # first few of each per block say all there is to say
-        count = seen.get(pattern_id, 0)
-        if count < CONTEXT_HITS_PER_BLOCK:
-            seen[pattern_id] = count + 1
-            hits.append((end, False))
+    def on_error(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        hits.append((end - 1, pattern_id == 0))
 
-    database.scan(block, match_event_handler=on_match)
+    offset = 0
+
+    def on_context(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        hits.append((offset + end, False))
+
+    errors.scan(block, match_event_handler=on_error)
+    if len(block) <= CONTEXT_SLICE:
+        every_context.scan(block, match_event_handler=on_context)
+    else:
+        view = memoryview(block)
+        for offset in range(0, len(block), CONTEXT_SLICE):
+            first_context.scan(bytes(view[offset:offset + CONTEXT_SLICE]), match_event_handler=on_context)
     if not hits:
         return []
     hits.sort()
@@ -77,9 +89,12 @@ def windows(block: bytes) -> list[tuple[int, int]]:
         line_start = rfind(b"\n", 0, end) + 1
         line_end = find(b"\n", end)
         line_end = len(block) if line_end < 0 else line_end + 1
-        if is_error and find(b" WARNING ", line_start, min(line_start + 120, line_end)) >= 0:
-            # a block logged at WARNING level: the engine went on; one line is enough
-            is_error = False
+        if find(b" WARNING ", line_start, min(line_start + 120, line_end)) >= 0:
+            # logged at WARNING level: the engine went on (a recovered traceback, a
+            # deprecation); never the cause, and long logs are full of them
+            if is_error:
+                error_line_end = line_end
+            continue
         if is_error:
             error_line_end = line_end
             for _ in range(FOLLOWING_LINES):
