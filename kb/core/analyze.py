@@ -57,7 +57,8 @@ class Analyzer:
             except zlib.error:
                 self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
         if self._carry:
-            self._block(self._carry + b"\n", final=True)
+            last = self._carry + b"\n"
+            self._block(last, 0, len(last))
             self._carry = b""
         found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
@@ -96,41 +97,55 @@ class Analyzer:
                 self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
 
     def _take(self, data: bytes) -> None:
+        """Consume whole lines of `data` without copying it (chunks are megabytes); the
+        partial last line waits in `_carry` for the next chunk."""
         self._bytes += len(data)
-        data = self._carry + data if self._carry else data
+        begin = 0
+        if self._carry:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._carry += data
+                if len(self._carry) > MAX_LINE * 4:  # one endless line: cut it
+                    self._block(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1)
+                    self._carry = b""
+                return
+            head = self._carry + data[:newline + 1]
+            self._carry = b""
+            self._block(head, 0, len(head))
+            begin = newline + 1
         cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            if len(data) > MAX_LINE * 4:  # one endless line: cut it
-                self._block(data[:MAX_LINE] + b"\n", final=False)
+        if cut <= begin:
+            self._carry = data[begin:]
+            if len(self._carry) > MAX_LINE * 4:
+                self._block(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1)
                 self._carry = b""
-            else:
-                self._carry = data
             return
         self._carry = data[cut:]
-        self._block(data[:cut], final=False)
+        self._block(data, begin, cut)
 
-    def _block(self, block: bytes, final: bool) -> None:
-        ranges = scan.windows(block)
+    def _block(self, block: bytes, begin: int, end: int) -> None:
+        """Parse the lines worth parsing in block[begin:end] (whole lines)."""
+        ranges = scan.windows(block, begin, end)
         if self._lines_before < HEAD_LINES:
-            head_end = 0
+            head_end = begin
             for _ in range(HEAD_LINES - self._lines_before):
-                nxt = block.find(b"\n", head_end)
+                nxt = block.find(b"\n", head_end, end)
                 if nxt < 0:
-                    head_end = len(block)
+                    head_end = end
                     break
                 head_end = nxt + 1
-            ranges = _merge([(0, head_end)] + ranges)
-        position, line_number = 0, self._lines_before
-        for start, end in ranges:
+            ranges = _merge([(begin, head_end)] + ranges)
+        position, line_number = begin, self._lines_before
+        for start, stop in ranges:
             line_number += block.count(b"\n", position, start)
             position = start
-            for raw in block[start:end].split(b"\n"):
-                if position >= end:
+            for raw in block[start:stop].split(b"\n"):
+                if position >= stop:
                     break
                 line_number += 1
                 position += len(raw) + 1
                 self._line(line_number, raw)
-        self._lines_before += block.count(b"\n")
+        self._lines_before = line_number + block.count(b"\n", position, end)
 
     def _line(self, number: int, raw: bytes) -> None:
         if len(raw) > MAX_LINE:

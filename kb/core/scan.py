@@ -27,25 +27,25 @@ def _escape(literal: str) -> bytes:
 
 @lru_cache(maxsize=1)
 def _databases():
-    """Errors: expression 0 matches a line with any block anchor, 1 a line with any
+    """`errors`: expression 0 matches a line with any block anchor, 1 a line with any
     single-line anchor; each ends at the newline, so a line is reported once per
-    expression however many anchors it holds. Context: one expression per anchor,
-    reported once per scanned slice (they repeat all over a long log: progress bars,
-    metrics lines)."""
+    expression however many anchors it holds. Context anchors are literals (they
+    compile in milliseconds): `every` reports each occurrence (small logs), `first`
+    once per scan (long logs repeat them in every progress bar and metrics line)."""
     blocks = sorted(set(BLOCK_ANCHORS))
     lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
     context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
     to_eol = b"[^\\n]*\\n"
     errors = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    expressions = [b"(?:" + b"|".join(_escape(a) for a in blocks) + b")" + to_eol,
-                   b"(?:" + b"|".join(_escape(a) for a in lines) + b")" + to_eol]
-    errors.compile(expressions=expressions, ids=[0, 1], elements=2, flags=[0, 0])
-    expressions = [_escape(a) for a in context]  # literals: compile in milliseconds
+    errors.compile(expressions=[b"(?:" + b"|".join(_escape(a) for a in blocks) + b")" + to_eol,
+                                b"(?:" + b"|".join(_escape(a) for a in lines) + b")" + to_eol],
+                   ids=[0, 1], elements=2, flags=[0, 0])
+    literals = [_escape(a) for a in context]
+    ids = list(range(len(literals)))
     every = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    every.compile(expressions=expressions, ids=list(range(len(context))), elements=len(context), flags=[0] * len(context))
+    every.compile(expressions=literals, ids=ids, elements=len(ids), flags=[0] * len(ids))
     first = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    first.compile(expressions=expressions, ids=list(range(len(context))), elements=len(context),
-                  flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(context))
+    first.compile(expressions=literals, ids=ids, elements=len(ids), flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(ids))
     return errors, every, first
 
 
@@ -53,28 +53,29 @@ def available() -> bool:
     return hyperscan is not None
 
 
-def windows(block: bytes) -> list[tuple[int, int]]:
-    """Byte ranges [start, end) of whole lines of `block` worth parsing, in order, merged."""
+def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
+    """Byte ranges [start, end) of whole lines of block[begin:stop] worth parsing, in
+    order, merged; offsets are block's. The slice is scanned in place, never copied."""
+    stop = len(block) if stop is None else stop
     if hyperscan is None:
-        return [(0, len(block))]
-    errors, every_context, first_context = _databases()
+        return [(begin, stop)]
+    errors, every, first = _databases()
     hits: list[tuple[int, bool]] = []
+    offset = begin
 
     def on_error(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        hits.append((end - 1, pattern_id == 0))
-
-    offset = 0
+        hits.append((begin + end - 1, pattern_id == 0))
 
     def on_context(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
         hits.append((offset + end, False))
 
-    errors.scan(block, match_event_handler=on_error)
-    if len(block) <= CONTEXT_SLICE:
-        every_context.scan(block, match_event_handler=on_context)
+    view = memoryview(block)
+    errors.scan(view[begin:stop], match_event_handler=on_error)
+    if stop - begin <= CONTEXT_SLICE:
+        every.scan(view[begin:stop], match_event_handler=on_context)
     else:
-        view = memoryview(block)
-        for offset in range(0, len(block), CONTEXT_SLICE):
-            first_context.scan(bytes(view[offset:offset + CONTEXT_SLICE]), match_event_handler=on_context)
+        for offset in range(begin, stop, CONTEXT_SLICE):
+            first.scan(view[offset:min(offset + CONTEXT_SLICE, stop)], match_event_handler=on_context)
     if not hits:
         return []
     hits.sort()
@@ -86,9 +87,9 @@ def windows(block: bytes) -> list[tuple[int, int]]:
     for end, is_error in hits:
         if end <= covered_end and (not is_error or end <= error_line_end):
             continue
-        line_start = rfind(b"\n", 0, end) + 1
-        line_end = find(b"\n", end)
-        line_end = len(block) if line_end < 0 else line_end + 1
+        line_start = rfind(b"\n", begin, end) + 1 or begin
+        line_end = find(b"\n", end, stop)
+        line_end = stop if line_end < 0 else line_end + 1
         if find(b" WARNING ", line_start, min(line_start + 120, line_end)) >= 0:
             # logged at WARNING level: the engine went on (a recovered traceback, a
             # deprecation); never the cause, and long logs are full of them
@@ -98,10 +99,10 @@ def windows(block: bytes) -> list[tuple[int, int]]:
         if is_error:
             error_line_end = line_end
             for _ in range(FOLLOWING_LINES):
-                if line_end >= len(block):
+                if line_end >= stop:
                     break
-                next_end = find(b"\n", line_end)
-                line_end = len(block) if next_end < 0 else next_end + 1
+                next_end = find(b"\n", line_end, stop)
+                line_end = stop if next_end < 0 else next_end + 1
         if ranges and line_start <= ranges[-1][1]:
             if line_end > ranges[-1][1]:
                 ranges[-1] = (ranges[-1][0], line_end)
