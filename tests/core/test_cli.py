@@ -1,0 +1,70 @@
+"""The `kb analyze` and `kb eval` commands: the JSON contract other tools read, stdin,
+clear errors, and the evaluation figures on a labeled folder."""
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kb.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WRAPPED = FIXTURES / "vllm-v1-worker-root-cause-behind-enginecore-wrapper.log"
+
+
+def test_analyze_json_has_the_documented_keys():
+    result = CliRunner().invoke(main, ["analyze", str(WRAPPED), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data["fingerprint"]) >= {"version", "hash", "signature"}
+    root = data["root_cause"]
+    assert set(root) >= {"exception", "message", "process", "frames", "line_number", "truncated", "confidence"}
+    assert root["exception"] == "AttributeError"
+    assert all(not f["file"].startswith("/") for f in root["frames"])  # library-relative
+    assert {"exception", "message", "process"} <= set(data["symptoms"][0])
+    assert any("Engine core initialization failed" in s["message"] for s in data["symptoms"])
+    ctx = data["context"]
+    assert set(ctx) >= {"engine", "engine_version", "model", "model_arch", "gpu", "parallel"}
+    assert set(ctx["parallel"]) == {"tp", "dp", "pp", "ep"}
+    assert data["phase"] and "seconds_to_crash" in data["timing"] and "redactions" in data
+
+
+def test_analyze_reads_stdin_and_prints_root_cause_first():
+    result = CliRunner().invoke(main, ["analyze", "-"], input=WRAPPED.read_bytes())
+    assert result.exit_code == 0
+    assert result.output.startswith("ROOT CAUSE  AttributeError")
+    assert "SET ASIDE" in result.output
+
+
+def test_analyze_missing_file_is_a_clear_error():
+    result = CliRunner().invoke(main, ["analyze", "/nonexistent/vllm.log"])
+    assert result.exit_code != 0
+    assert "cannot read" in result.output and "Traceback" not in result.output
+
+
+def test_eval_prints_the_figures(tmp_path):
+    # two cases of one class and a singleton, in the corpus format
+    cases = {
+        "a": ("vllm-two-workers-tracebacks-interleaved", "oom"),
+        "b": ("noise-crlf-line-endings-and-deprecation-warnings", "oom"),
+        "c": ("tensorrt-llm-cpp-error-with-numbered-stack", "mpi"),
+    }
+    for case_id, (fixture, failure_class) in cases.items():
+        expected = json.loads((FIXTURES / f"{fixture}.json").read_text())
+        shutil.copy(FIXTURES / f"{fixture}.log", tmp_path / f"{case_id}.log")
+        label = {"id": case_id, "engine": expected["context"].get("engine"), "failure_class": failure_class,
+                 "root_cause": {"exception": expected["root_cause"].get("exception"),
+                                "message": expected["root_cause"].get("message", "")},
+                 "log_is_truncated": False}
+        (tmp_path / f"{case_id}.json").write_text(json.dumps(label))
+    result = CliRunner().invoke(main, ["eval", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "cases: 3" in result.output
+    assert "root cause (type and message):" in result.output
+    assert "grouping, singletons kept new:           100.0% of 1" in result.output
+
+
+def test_eval_on_an_empty_folder_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(main, ["eval", str(tmp_path)])
+    assert result.exit_code != 0 and "no labeled cases" in result.output
