@@ -12,7 +12,7 @@ from kb.core import scan
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.records import Analysis, Timing
-from kb.core.redact import redact
+from kb.core.redact import redact, redact_lines
 from kb.core.rootcause import choose
 from kb.core.split import parse_line
 from kb.core.tracebacks import Extractor
@@ -178,16 +178,39 @@ def analyze(data: bytes) -> Analysis:
     return analyzer.finish()
 
 
-def decode_log(data: bytes) -> str:
-    """The log as text: gzip inflated, invalid UTF-8 replaced, NULs dropped."""
+def inflate(data: bytes) -> bytes:
+    """The log's bytes: gzip inflated (what can be), anything else as it is."""
     if data[:2] == GZIP_MAGIC:
         try:
-            data = zlib.decompressobj(wbits=47).decompress(data)
+            return zlib.decompressobj(wbits=47).decompress(data)
         except zlib.error:
-            pass
-    return data.decode("utf-8", "replace").replace("\x00", "")
+            return data
+    return data
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").replace("\x00", "")
+
+
+def decode_log(data: bytes) -> str:
+    """The log as text: gzip inflated, invalid UTF-8 replaced, NULs dropped."""
+    return _text(inflate(data))
 
 
 def redacted_text(data: bytes) -> tuple[str, int]:
-    """The text to store: decoded and with every secret masked (count returned)."""
-    return redact(decode_log(data))
+    """The text to store: decoded and with every secret masked (count returned). Only
+    the lines the pre-filter flags run the rules, so a large log costs milliseconds."""
+    raw = inflate(data)
+    lines = scan.secret_lines(raw)
+    if lines is None:
+        return redact_lines(_text(raw))
+    pieces: list[str] = []
+    total, position = 0, 0
+    for start, end in lines:
+        pieces.append(_text(raw[position:start]))
+        text, count = redact(_text(raw[start:end]))
+        pieces.append(text)
+        total += count
+        position = end
+    pieces.append(_text(raw[position:]))
+    return "".join(pieces), total

@@ -20,51 +20,52 @@ def _r(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 
 _NUM = r"['\"]?\s*[:=]?\s*['\"]?(\d+)"
-# (field, pattern) in priority order; group 1 is the value.
-FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("engine_version:vllm", _r(r"vLLM API server version v?(\d+\.\d+[\w.+-]*)")),
-    ("engine_version:vllm", _r(r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)")),
+# (field, literals one of which the line must hold, pattern) in priority order; group 1 is
+# the value. The literal test is what keeps a kept line from running every pattern.
+FIELD_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("engine_version:vllm", ('vLLM API server version',), _r(r"vLLM API server version v?(\d+\.\d+[\w.+-]*)")),
+    ("engine_version:vllm", ('LLM engine (v',), _r(r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)")),
     # "vllm==0.11.0", "vllm version 0.11.0", "vllm: 0.11.0" (check_env), "vllm   0.11.0" (pip list)
-    ("engine_version:vllm", _r(r"\bvllm(?:==|:\s*| version:? |\s{2,}|-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
-    ("engine_version:sglang", _r(r"\bsglang(?:==|:\s*| version:? |\s{2,}|-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
-    ("engine_version:tensorrt-llm", _r(r"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")),
-    ("engine_version:tgi", _r(r"text[-_]generation[-_](?:launcher|inference)[ /:]+v?(\d+\.\d+\.\d+)")),
-    ("model", _r(r"non-default args: \{.*?'model': '([^']+)'")),
-    ("model", _r(r"(?:^|[\s(,])model='([^']+)'")),
-    ("model", _r(r"model_path='([^']+)'")),
-    ("model", _r(r"(?:--model(?:-path|-id)?|--model_name_or_path)[= ]+['\"]?([^\s'\"]+)")),
-    ("model", _r(r"model_id: \"([^\"]+)\"")),
-    ("model", _r(r"vllm serve ([^\s-][^\s]*)")),
-    ("architecture", _r(r"Resolved architecture: (\w+)")),
-    ("architecture", _r(r"['\"]?architectures['\"]?\s*[:=]\s*\[\s*['\"](\w+)['\"]")),
-    ("architecture", _r(r"Model architectures \['(\w+)'\]")),
-    ("architecture", _r(r"\btype=(\w+For(?:CausalLM|ConditionalGeneration))")),
-    ("model_arch", _r(r"['\"]?model_type['\"]?\s*[:=]\s*['\"]?([a-z][\w-]*)")),
-    ("dtype", _r(r"(?:\bdtype=|'dtype': |--dtype[= ])(?:torch\.)?['\"]?(\w+)")),
-    ("quantization", _r(r"(?:\bquantization=|'quantization': |--quantization[= ])['\"]?(\w+)")),
-    ("tp", _r(r"tensor_parallel_size" + _NUM)),
-    ("tp", _r(r"(?:--tensor-parallel-size|--tp-size|--tp|\btp_size|--num-shard)[= ]+(\d+)")),
-    ("tp", _r(r"tensor parallel size \((\d+)\)")),
-    ("tp", _r(r"num_shard: Some\((\d+)\)")),
-    ("tp", _r(r"`num_shards`: (\d+)")),
-    ("dp", _r(r"data_parallel_size" + _NUM)),
-    ("dp", _r(r"(?:--data-parallel-size|--dp-size|--dp|\bdp_size)[= ]+(\d+)")),
-    ("pp", _r(r"pipeline_parallel_size" + _NUM)),
-    ("pp", _r(r"(?:--pipeline-parallel-size|--pp-size|\bpp_size)[= ]+(\d+)")),
-    ("ep", _r(r"(?:expert_parallel_size|\bep_size|--ep-size|--expert-parallel-size)" + _NUM)),
-    ("enable_ep", _r(r"(?:enable_expert_parallel['\"]?\s*[:=]\s*True|--enable-expert-parallel)")),
-    ("spec_method", _r(r"""['"]method['"]\s*:\s*['"](\w+)['"]""")),
-    ("spec_method", _r(r"--speculative-algorithm[= ](\w+)")),
-    ("spec_draft", _r(r"""speculative_config[^\n]*?['"]model['"]\s*:\s*['"]([^'"]+)['"]""")),
-    ("spec_draft", _r(r"--speculative-draft-model-path[= ](\S+)")),
-    ("spec_tokens", _r(r"""['"]num_speculative_tokens['"]\s*:\s*(\d+)""")),
-    ("cuda_visible_devices", _r(r"CUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?([\d,]+)")),
-    ("torch_version", _r(r"(?:PyTorch(?: version)?\s*:|\btorch(?:==|:| version:? |\s))\s*v?(\d+\.\d+\.\d+[\w.+]*)")),
-    ("cuda_version", _r(r"(?:CUDA Version\s*:|CUDA used to build PyTorch\s*:|cuda(?:==| version:? ))\s*(\d+\.\d+)", re.I)),
-    ("python_version", _r(r"^Python(?: version)?\s*:\s*(3\.\d+(?:\.\d+)?)")),
-    ("python_version", _r(r"/lib(?:64)?/python(3\.\d+)/")),
-    ("gpu_count", _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
-    ("gpu_list", _r(r"^GPU ((?:\d+,)*\d+): ")),
+    ("engine_version:vllm", ('vllm', 'vLLM', 'VLLM'), _r(r"\bvllm(?:==|:\s*| version:? |\s{2,}|-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
+    ("engine_version:sglang", ('sglang', 'SGLang', 'SGLANG'), _r(r"\bsglang(?:==|:\s*| version:? |\s{2,}|-)v?(\d+\.\d+\.\d+[\w.+-]*)", re.I)),
+    ("engine_version:tensorrt-llm", ('TensorRT-LLM version',), _r(r"TensorRT-LLM version:? v?(\d+\.\d+[\w.+-]*)")),
+    ("engine_version:tgi", ('text-generation', 'text_generation'), _r(r"text[-_]generation[-_](?:launcher|inference)[ /:]+v?(\d+\.\d+\.\d+)")),
+    ("model", ('non-default args',), _r(r"non-default args: \{.*?'model': '([^']+)'")),
+    ("model", ("model='",), _r(r"(?:^|[\s(,])model='([^']+)'")),
+    ("model", ("model_path='",), _r(r"model_path='([^']+)'")),
+    ("model", ('--model',), _r(r"(?:--model(?:-path|-id)?|--model_name_or_path)[= ]+['\"]?([^\s'\"]+)")),
+    ("model", ('model_id:',), _r(r"model_id: \"([^\"]+)\"")),
+    ("model", ('vllm serve',), _r(r"vllm serve ([^\s-][^\s]*)")),
+    ("architecture", ('Resolved architecture',), _r(r"Resolved architecture: (\w+)")),
+    ("architecture", ('architectures',), _r(r"['\"]?architectures['\"]?\s*[:=]\s*\[\s*['\"](\w+)['\"]")),
+    ("architecture", ('Model architectures',), _r(r"Model architectures \['(\w+)'\]")),
+    ("architecture", ('type=',), _r(r"\btype=(\w+For(?:CausalLM|ConditionalGeneration))")),
+    ("model_arch", ('model_type',), _r(r"['\"]?model_type['\"]?\s*[:=]\s*['\"]?([a-z][\w-]*)")),
+    ("dtype", ('dtype',), _r(r"(?:\bdtype=|'dtype': |--dtype[= ])(?:torch\.)?['\"]?(\w+)")),
+    ("quantization", ('quantization',), _r(r"(?:\bquantization=|'quantization': |--quantization[= ])['\"]?(\w+)")),
+    ("tp", ('tensor_parallel_size',), _r(r"tensor_parallel_size" + _NUM)),
+    ("tp", ('--tensor-parallel-size', '--tp', 'tp_size', '--num-shard'), _r(r"(?:--tensor-parallel-size|--tp-size|--tp|\btp_size|--num-shard)[= ]+(\d+)")),
+    ("tp", ('tensor parallel size',), _r(r"tensor parallel size \((\d+)\)")),
+    ("tp", ('num_shard: Some',), _r(r"num_shard: Some\((\d+)\)")),
+    ("tp", ('`num_shards`',), _r(r"`num_shards`: (\d+)")),
+    ("dp", ('data_parallel_size',), _r(r"data_parallel_size" + _NUM)),
+    ("dp", ('--data-parallel-size', '--dp', 'dp_size'), _r(r"(?:--data-parallel-size|--dp-size|--dp|\bdp_size)[= ]+(\d+)")),
+    ("pp", ('pipeline_parallel_size',), _r(r"pipeline_parallel_size" + _NUM)),
+    ("pp", ('--pipeline-parallel-size', '--pp-size', 'pp_size'), _r(r"(?:--pipeline-parallel-size|--pp-size|\bpp_size)[= ]+(\d+)")),
+    ("ep", ('expert_parallel_size', 'ep_size', '--ep-size', '--expert-parallel-size'), _r(r"(?:expert_parallel_size|\bep_size|--ep-size|--expert-parallel-size)" + _NUM)),
+    ("enable_ep", ('enable_expert_parallel', '--enable-expert-parallel'), _r(r"(?:enable_expert_parallel['\"]?\s*[:=]\s*True|--enable-expert-parallel)")),
+    ("spec_method", ('method',), _r(r"""['"]method['"]\s*:\s*['"](\w+)['"]""")),
+    ("spec_method", ('--speculative-algorithm',), _r(r"--speculative-algorithm[= ](\w+)")),
+    ("spec_draft", ('speculative_config',), _r(r"""speculative_config[^\n]*?['"]model['"]\s*:\s*['"]([^'"]+)['"]""")),
+    ("spec_draft", ('--speculative-draft-model-path',), _r(r"--speculative-draft-model-path[= ](\S+)")),
+    ("spec_tokens", ('num_speculative_tokens',), _r(r"""['"]num_speculative_tokens['"]\s*:\s*(\d+)""")),
+    ("cuda_visible_devices", ('CUDA_VISIBLE_DEVICES',), _r(r"CUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?([\d,]+)")),
+    ("torch_version", ('PyTorch', 'torch'), _r(r"(?:PyTorch(?: version)?\s*:|\btorch(?:==|:| version:? |\s))\s*v?(\d+\.\d+\.\d+[\w.+]*)")),
+    ("cuda_version", ('CUDA Version', 'CUDA used', 'cuda', 'CUDA'), _r(r"(?:CUDA Version\s*:|CUDA used to build PyTorch\s*:|cuda(?:==| version:? ))\s*(\d+\.\d+)", re.I)),
+    ("python_version", ('Python',), _r(r"^Python(?: version)?\s*:\s*(3\.\d+(?:\.\d+)?)")),
+    ("python_version", ('/python3',), _r(r"/lib(?:64)?/python(3\.\d+)/")),
+    ("gpu_count", ('--nproc', '--gpus', 'world_size'), _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
+    ("gpu_list", ('GPU ',), _r(r"^GPU ((?:\d+,)*\d+): ")),
 )
 # A line is tried against FIELD_PATTERNS only when it holds one of these.
 _QUICK_LITERALS = ("version", "Version", "non-default", "rchitecture", "model", "dtype", "quantiz", "_parallel",
@@ -133,14 +134,14 @@ class ContextCollector:
                 self.timestamps.append((line.number, line.timestamp))
         if line.engine and self.engine_hits.get(line.engine, 0) < 50:
             self.engine_hits[line.engine] = self.engine_hits.get(line.engine, 0) + 1
-        if self.engine_lines < 400:  # the engine is plain long before that
+        if self.engine_lines < 150:  # the engine is plain long before that
             self.engine_lines += 1
             for name, pattern in _ENGINE_MARKERS:
                 if pattern.search(body) or (line.process and pattern.search(line.process)):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
         if any(literal in body for literal in _QUICK_LITERALS):
-            for name, pattern in FIELD_PATTERNS:
-                if name in self.values:
+            for name, literals, pattern in FIELD_PATTERNS:
+                if name in self.values or not any(literal in body for literal in literals):
                     continue
                 match = pattern.search(body)
                 if match:

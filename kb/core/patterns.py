@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kb.core.redact import QUICK_LITERALS
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -346,8 +348,5 @@ CONTEXT_ANCHORS: tuple[str, ...] = (
     "generate_stream", "Graph capturing", "init engine", "Starting vLLM", "Available routes",
 )
 
-SECRET_ANCHORS: tuple[str, ...] = (
-    "hf_", "sk-", "Bearer", "api-key", "api_key", "TOKEN", "_KEY", "SECRET", "PASSWORD",
-    "PASSWD", "AKIA", "ASIA", "://", "token'", 'token"', "token=", "token:", "Token", "password",
-    "Password", "secret", "access_key", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
-)
+# Every redaction rule needs one of these literals on its line (kb.core.redact).
+SECRET_ANCHORS: tuple[str, ...] = QUICK_LITERALS

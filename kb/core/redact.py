@@ -41,8 +41,20 @@ SECRET_RULES: tuple[SecretRule, ...] = (
 # Cheap test before running the rules on a line: every rule needs one of these literals
 # (substring tests are far cheaper than one regex alternation on every kept line).
 QUICK_LITERALS = ("hf_", "sk-", "Bearer", "api-key", "api_key", "API_KEY", "TOKEN", "_KEY", "SECRET", "PASSW",
-                  "AKIA", "ASIA", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "token", "Token",
+                  "AKIA", "ASIA", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "token'", 'token"',
                   "password", "Password", "secret", "Secret", "access_key", "secret_key")
+
+
+def redact_lines(text: str) -> tuple[str, int]:
+    """`redact` for a whole log: only the lines holding a quick literal run the rules,
+    which keeps a megabyte log in milliseconds."""
+    lines = text.split("\n")
+    total = 0
+    for index, line in enumerate(lines):
+        if any(literal in line for literal in QUICK_LITERALS):
+            lines[index], count = redact(line)
+            total += count
+    return "\n".join(lines), total
 
 
 def redact(text: str) -> tuple[str, int]:

@@ -13,7 +13,8 @@ from functools import lru_cache
 from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
-CONTEXT_SLICE = 1024 * 1024  # in larger blocks each context anchor is kept once per slice
+CONTEXT_SLICE = 64 * 1024  # in larger blocks each context anchor is kept once per slice
+CONTEXT_HITS = 48  # in smaller ones, at most this many lines per context anchor
 
 try:  # pragma: no cover - import guard
     import hyperscan
@@ -49,6 +50,30 @@ def _databases():
     return errors, every, first
 
 
+@lru_cache(maxsize=1)
+def _secret_database():
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(expressions=[b"(?:" + b"|".join(_escape(a) for a in SECRET_ANCHORS) + b")[^\\n]*(?:\\n|$)"],
+                     ids=[0], elements=1, flags=[0])
+    return database
+
+
+def secret_lines(data: bytes) -> list[tuple[int, int]] | None:
+    """Byte ranges of the lines that may hold a secret (None: no pre-filter here, test
+    every line)."""
+    if hyperscan is None:
+        return None
+    ranges: list[tuple[int, int]] = []
+
+    def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        line_start = data.rfind(b"\n", 0, end - 1) + 1
+        if not ranges or ranges[-1][1] <= line_start:
+            ranges.append((line_start, end))
+
+    _secret_database().scan(data, match_event_handler=on_match)
+    return ranges
+
+
 def available() -> bool:
     return hyperscan is not None
 
@@ -66,8 +91,13 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
     def on_error(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
         hits.append((begin + end - 1, pattern_id == 0))
 
+    seen: dict[int, int] = {}
+
     def on_context(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        hits.append((offset + end, False))
+        count = seen.get(pattern_id, 0)
+        if count < CONTEXT_HITS:
+            seen[pattern_id] = count + 1
+            hits.append((offset + end, False))
 
     view = memoryview(block)
     errors.scan(view[begin:stop], match_event_handler=on_error)

@@ -36,3 +36,11 @@ def test_analysis_never_carries_a_secret():
     text, count = redacted_text(log)
     assert count == result.redactions
     assert all(secret not in text for secret in SECRETS)
+
+
+def test_prefiltered_redaction_equals_redacting_every_line():
+    from kb.core.analyze import decode_log
+    from kb.core.redact import redact_lines
+
+    log = ("INFO ok\n" * 50 + "\n".join(SECRETS.values()) + "\nplain tail é\n" + "x" * 10).encode()
+    assert redacted_text(log) == redact_lines(decode_log(log))
