@@ -8,6 +8,7 @@ result, slower."""
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
@@ -26,8 +27,16 @@ def _escape(literal: str) -> bytes:
     return "".join("\\" + c if not c.isalnum() and c != " " else c for c in literal).encode()
 
 
-@lru_cache(maxsize=1)
+_COMPILE = threading.Lock()  # the first uploads may arrive on several threads at once
+
+
 def _databases():
+    with _COMPILE:
+        return _compiled_databases()
+
+
+@lru_cache(maxsize=1)
+def _compiled_databases():
     """`errors`: expression 0 matches a line with any block anchor, 1 a line with any
     single-line anchor; each ends at the newline, so a line is reported once per
     expression however many anchors it holds. Context anchors are literals (they
@@ -50,8 +59,13 @@ def _databases():
     return errors, every, first
 
 
-@lru_cache(maxsize=1)
 def _secret_database():
+    with _COMPILE:
+        return _compiled_secret_database()
+
+
+@lru_cache(maxsize=1)
+def _compiled_secret_database():
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     database.compile(expressions=[b"(?:" + b"|".join(_escape(a) for a in SECRET_ANCHORS) + b")[^\\n]*(?:\\n|$)"],
                      ids=[0], elements=1, flags=[0])
@@ -70,8 +84,24 @@ def secret_lines(data: bytes) -> list[tuple[int, int]] | None:
         if not ranges or ranges[-1][1] <= line_start:
             ranges.append((line_start, end))
 
-    _secret_database().scan(data, match_event_handler=on_match)
+    database = _secret_database()
+    database.scan(data, match_event_handler=on_match, scratch=_scratch(database))
     return ranges
+
+
+_THREAD = threading.local()
+
+
+def _scratch(database) -> "hyperscan.Scratch":
+    """Hyperscan needs scratch space per thread and database: the service analyses
+    uploads on several threads at once."""
+    scratches = getattr(_THREAD, "scratches", None)
+    if scratches is None:
+        scratches = _THREAD.scratches = {}
+    scratch = scratches.get(database)
+    if scratch is None:
+        scratch = scratches[database] = hyperscan.Scratch(database)
+    return scratch
 
 
 def available() -> bool:
@@ -100,12 +130,13 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
             hits.append((offset + end, False))
 
     view = memoryview(block)
-    errors.scan(view[begin:stop], match_event_handler=on_error)
+    errors.scan(view[begin:stop], match_event_handler=on_error, scratch=_scratch(errors))
     if stop - begin <= CONTEXT_SLICE:
-        every.scan(view[begin:stop], match_event_handler=on_context)
+        every.scan(view[begin:stop], match_event_handler=on_context, scratch=_scratch(every))
     else:
+        scratch = _scratch(first)
         for offset in range(begin, stop, CONTEXT_SLICE):
-            first.scan(view[offset:min(offset + CONTEXT_SLICE, stop)], match_event_handler=on_context)
+            first.scan(view[offset:min(offset + CONTEXT_SLICE, stop)], match_event_handler=on_context, scratch=scratch)
     if not hits:
         return []
     hits.sort()

@@ -1,0 +1,449 @@
+"""Benchmark of the Crash KB service on Postgres (a script, not a test).
+
+  .venv/bin/python bench/bench_service.py                      # everything, defaults below
+  .venv/bin/python bench/bench_service.py --uploads 300 --workers 1,2 --match-sizes 10000,100000
+
+1. Uploads: starts `kb serve --workers N` on a fresh Postgres schema (N = 1 and 2, side
+   by side), uploads realistic ~1 MB multi-process vLLM logs (a long interleaved start-up,
+   then a worker traceback and the engine's wrapper errors; 24 crash types, 10% new
+   crashes) from 8 concurrent httpx clients, and reports uploads/s and p50/p99 latency.
+2. Matching: bulk-inserts synthetic incidents (10k, then 100k) straight into the tables
+   and times the service's match (exact fingerprint lookup, or indexed candidate loading
+   + scoring) in process: p50/p99.
+3. Where the time of one upload goes (in process): analysis, redaction, compression.
+
+Targets (2 cores): >= 100 uploads/s and p99 <= 100 ms; match p99 <= 20 ms at 100k.
+Postgres: KB_BENCH_POSTGRES_URL, else KB_TEST_POSTGRES_URL, else 127.0.0.1:5432/test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kb.core.records import CrashFeatures  # noqa: E402
+from kb.db.session import Database  # noqa: E402
+from tests.service.logs import big_vllm_log  # noqa: E402
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+CRASHES = [
+    ("ValueError", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."),
+    ("ValueError", "The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache (52416). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
+    ("ValueError", "Total number of attention heads (40) must be divisible by tensor parallel size (6)."),
+    ("ValueError", "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100-SXM2-32GB GPU has compute capability 7.0."),
+    ("ValueError", "Model architectures ['Qwen3NextForCausalLM'] are not supported for now."),
+    ("ValueError", "DP adjusted local rank 4 is out of bounds."),
+    ("ValueError", "EAGLE3 is only supported for models ['llama', 'qwen', 'minicpm', 'gpt_oss'] but got model_type='kimi_k2'"),
+    ("AttributeError", "'KimiK25Config' object has no attribute 'image_token_index'"),
+    ("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.76 GiB. GPU 3 has a total capacity of 79.19 GiB of which 1.02 GiB is free."),
+    ("RuntimeError", "CUDA error: no kernel image is available for execution on the device"),
+    ("RuntimeError", "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method"),
+    ("torch.distributed.DistBackendError", "NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error, NCCL version 2.21.5"),
+    ("RuntimeError", "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"),
+    ("ValueError", "The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. Current capability: 80."),
+    ("ValueError", "Current node has no GPU available. current_node_resource={'CPU': 64.0}. vLLM engine cannot start without GPU."),
+    ("jinja2.exceptions.TemplateError", "Conversation roles must alternate user/assistant/user/assistant/..."),
+    ("OSError", "We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files."),
+    ("KeyError", "'model.layers.61.mlp.experts.w2_weight_scale_inv'"),
+    ("AssertionError", "Attempted to load weight (torch.Size([7168, 2048])) into parameter (torch.Size([7168, 1024]))"),
+    ("RuntimeError", "Triton Error [CUDA]: an illegal memory access was encountered"),
+    ("NotImplementedError", "No operator found for `memory_efficient_attention_forward` with inputs"),
+    ("ValueError", "Free memory on device (38.2/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, 71.2 GiB)."),
+    ("RuntimeError", "Worker failed with error 'CUDA error: an illegal instruction was encountered', please check the stack trace above for the root cause"),
+    ("TypeError", "FlashAttentionImpl.__init__() got an unexpected keyword argument 'sinks'"),
+]
+FRAMES = [
+    [("vllm/v1/worker/gpu_worker.py", 213, "load_model", "self.model_runner.load_model()"),
+     ("vllm/v1/worker/gpu_model_runner.py", 2012, "load_model", "self.model = model_loader.load_model(")],
+    [("vllm/v1/worker/gpu_worker.py", 268, "determine_available_memory", "self.model_runner.profile_run()"),
+     ("vllm/v1/worker/gpu_model_runner.py", 2871, "profile_run", "hidden_states = self._dummy_run(")],
+    [("vllm/config/__init__.py", 1122, "verify_with_parallel_config", "raise ValueError("),
+     ("vllm/engine/arg_utils.py", 1390, "create_engine_config", "config = VllmConfig(")],
+    [("vllm/v1/worker/gpu_model_runner.py", 2345, "capture_model", "self._dummy_run("),
+     ("vllm/distributed/parallel_state.py", 480, "all_reduce", "return self.device_communicator.all_reduce(input_)")],
+]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+# ---- Postgres schemas --------------------------------------------------------------------
+
+
+def libpq(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextmanager
+def fresh_schema(base: str):
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    schema = f"kb_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(libpq(base), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield make_url(base).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+            hide_password=False)
+    finally:
+        with psycopg.connect(libpq(base), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# ---- 1. uploads through a real server --------------------------------------------------------
+
+
+def make_logs(count: int, size: int, seed: int) -> list[tuple[str, bytes]]:
+    """(kind, ~size-byte log): 90% of the 24 known crash types, 10% a brand-new crash."""
+    rng = random.Random(seed)
+    out = []
+    for n in range(count):
+        if rng.random() < 0.10:
+            exc = rng.choice(["RuntimeError", "ValueError", "KeyError", "OSError"])
+            msg = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 10))) + f" {uuid.uuid4().hex[:8]}"
+            kind = "new"
+        else:
+            exc, msg = CRASHES[n % len(CRASHES)]
+            kind = "known"
+        text = big_vllm_log(size, exception=exc, message=msg, frames=FRAMES[n % len(FRAMES)],
+                            seed=rng.randrange(1 << 30), tp=rng.choice([2, 4, 8]))
+        out.append((kind, text.encode()))
+    return out
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(url: str, workers: int):
+    port = free_port()
+    env = {**os.environ, "KB_DATABASE_URL": url, "KB_SEED": "0", "KB_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--port", str(port),
+                             "--workers", str(workers)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"kb serve did not start: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.2)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run_uploads(base: str, logs: list[tuple[str, bytes]], uploads: int, clients: int) -> dict:
+    # warm-up: every known crash type once (creates the incidents), not timed
+    with httpx.Client(base_url=base, timeout=120) as http:
+        for _, data in logs[: len(CRASHES)]:
+            http.post("/incidents", files={"log": ("vllm.log", data)}).raise_for_status()
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    lock = threading.Lock()
+    counter = iter(range(uploads))
+
+    def client() -> None:
+        with httpx.Client(base_url=base, timeout=120) as http:
+            while True:
+                with lock:
+                    n = next(counter, None)
+                if n is None:
+                    return
+                data = logs[n % len(logs)][1]
+                start = time.perf_counter()
+                response = http.post("/incidents", files={"log": ("vllm.log", data)})
+                elapsed = time.perf_counter() - start
+                with lock:
+                    latencies.append(elapsed)
+                    statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    return {"uploads": len(latencies), "per_s": len(latencies) / wall,
+            "p50_ms": 1000 * pct(latencies, 50), "p99_ms": 1000 * pct(latencies, 99),
+            "statuses": statuses}
+
+
+# ---- 2. matching at 10k / 100k stored incidents -------------------------------------------
+
+WORDS = ("cuda memory tensor rank worker engine cache block kernel device graph capture nccl "
+         "model weight shard layer expert attention head parallel process group timeout "
+         "allocate config token sampler scheduler request batch stream queue").split()
+EXCEPTIONS = [f"{name}Error" for name in (
+    "Value Runtime Key Attribute Type Index Assertion OS Import NotImplemented Memory Timeout "
+    "Connection Permission FileNotFound Recursion Overflow ZeroDivision Lookup Name Unbound "
+    "Syntax Unicode Module EOF Broken Reference System Environment").split()] + [
+    "torch.OutOfMemoryError", "torch.distributed.DistBackendError", "ray.exceptions.RayTaskError"]
+ENGINES = ["vllm", "vllm", "vllm", "sglang", "tensorrt-llm", "pytorch"]
+PHASES = ["startup", "weight_loading", "kv_cache_profiling", "cuda_graph_capture", "serving", "config"]
+
+
+def synthetic_rows(start: int, count: int, rng: random.Random) -> tuple[list[tuple], list[tuple]]:
+    from kb.core.records import Fingerprint
+    from kb.db.repositories import message_key
+    from kb.services.matching import route_key
+
+    incidents, fingerprints = [], []
+    for n in range(start, start + count):
+        exc = rng.choice(EXCEPTIONS)
+        msg = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) + f" <n> id{n}"
+        frames = [f"vllm/{rng.choice(WORDS)}/{rng.choice(WORDS)}.py:{rng.choice(WORDS)}" for _ in range(4)]
+        engine, phase = rng.choice(ENGINES), rng.choice(PHASES)
+        h = uuid.UUID(int=rng.getrandbits(128)).hex
+        incidents.append((n, f"{exc}: {msg[:120]}", engine, phase, h, "1", f"{exc}: {msg}", exc[:300]))
+        key = route_key(Fingerprint(version="1", hash=h, signature="", exception=exc,
+                                    message_template=msg),
+                        CrashFeatures(exc, msg, engine=engine, phase=phase))
+        fingerprints.append((n, n, "1", h, key, "upload", exc, message_key(msg), msg,
+                             "[" + ",".join(f'"{f}"' for f in frames) + "]", engine,
+                             f"0.{rng.randint(5, 12)}.{rng.randint(0, 3)}",
+                             rng.choice(["llama", "qwen2", "deepseek_v3", "kimi_k2", None]),
+                             rng.choice(["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", None]),
+                             rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8]), 1, 1, None, phase))
+    return incidents, fingerprints
+
+
+def bulk_insert(url: str, start: int, count: int, rng: random.Random) -> None:
+    import psycopg
+
+    incidents, fingerprints = synthetic_rows(start, count, rng)
+    with psycopg.connect(libpq(url)) as conn, conn.cursor() as cur:
+        with cur.copy("COPY incidents (id, title, engine, phase, fingerprint_hash, fingerprint_version, "
+                      "signature, exception, tags, links, model_archs, gpu_families, "
+                      "engine_limitation, recommended_path, seeded, occurrence_count, created_at, "
+                      "updated_at, first_seen, last_seen) FROM STDIN") as copy:
+            for row in incidents:
+                copy.write_row((*row, "[]", "[]", "[]", "[]", False, "investigate", False, 1,
+                                "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z",
+                                "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"))
+        with cur.copy("COPY incident_fingerprints (id, incident_id, version, hash, route_key, source, exception, "
+                      "message_key, message_template, frames, engine, engine_version, model_arch, "
+                      "gpu_name, gpu_count, tp, dp, pp, ep, phase, created_at) FROM STDIN") as copy:
+            for row in fingerprints:
+                copy.write_row((*row, "2026-01-01T00:00:00Z"))
+        for table in ("incidents", "incident_fingerprints"):
+            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+        cur.execute("ANALYZE incidents; ANALYZE incident_fingerprints")
+        conn.commit()
+
+
+def time_matches(db: Database, url: str, total: int, queries: int, rng: random.Random,
+                 candidate_limit: int) -> dict:
+    import psycopg
+
+    from kb.core.records import Fingerprint
+    from kb.db.repositories import Repository
+    from kb.services.matching import find_match
+
+    with psycopg.connect(libpq(url)) as conn:
+        sample = conn.execute(
+            "SELECT hash, exception, message_template, frames, engine, engine_version, model_arch, "
+            "gpu_name, gpu_count, tp, dp, pp, ep, phase FROM incident_fingerprints "
+            "ORDER BY random() LIMIT %s", (queries + 10,)).fetchall()
+    latencies = {"exact": [], "fuzzy": []}
+    statuses: dict[str, int] = {}
+    warmup = 10  # first queries warm the pool, the caches and psycopg's prepared statements
+    for n, row in enumerate(sample):
+        h, exc, msg, frames, *ctx = row
+        exact = n % 2 == 0
+        if not exact:  # a variant of a stored crash: new numbers, one word changed
+            words = msg.split()
+            words[rng.randrange(len(words))] = rng.choice(WORDS)
+            msg = " ".join(words)
+            h = uuid.uuid4().hex
+        features = CrashFeatures(exc, msg, list(frames), *ctx)
+        fp = Fingerprint(version="1", hash=h, signature="", exception=exc, message_template=msg)
+        start = time.perf_counter()
+        with db.read() as session:
+            outcome = find_match(Repository(session), fp, features, candidate_limit)
+        if n < warmup:
+            continue
+        latencies["exact" if exact else "fuzzy"].append(time.perf_counter() - start)
+        statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
+    every = latencies["exact"] + latencies["fuzzy"]
+    return {"stored": total, "queries": len(every), "p50_ms": 1000 * pct(every, 50),
+            "p99_ms": 1000 * pct(every, 99), "exact_p99_ms": 1000 * pct(latencies["exact"], 99),
+            "fuzzy_p99_ms": 1000 * pct(latencies["fuzzy"], 99), "statuses": statuses}
+
+
+# ---- 3. where one upload's time goes ----------------------------------------------------------
+
+
+def breakdown(data: bytes, rounds: int = 5) -> dict:
+    from kb.core.analyze import redacted_text
+    from kb.services.ingest import Overrides, analyze_log, prepare_log
+
+    parts: dict[str, list[float]] = {"analyze": [], "redact": [], "gzip": []}
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        prepared = prepare_log(data, 1 << 30)
+        analyze_log(prepared, Overrides())
+        t1 = time.perf_counter()
+        text, _ = redacted_text(prepared)
+        t2 = time.perf_counter()
+        gzip.compress(text.encode(), compresslevel=1, mtime=0)
+        t3 = time.perf_counter()
+        parts["analyze"].append(t1 - t0)
+        parts["redact"].append(t2 - t1)
+        parts["gzip"].append(t3 - t2)
+    return {k: 1000 * statistics.median(v) for k, v in parts.items()}
+
+
+def in_process_ingest(url: str, logs: list[tuple[str, bytes]], uploads: int, threads: int,
+                      fast_redaction: bool) -> dict:
+    """ingest_upload from `threads` threads in this process, no HTTP. With fast_redaction
+    the core's redacted_text is replaced by a plain decode: a what-if that shows what the
+    service itself costs once redaction is cheap (never used by the server)."""
+    from kb.db import migrate
+    from kb.services import ingest
+
+    db = Database(url, pool_size=threads)
+    migrate.upgrade(db.engine)
+    original = ingest.redact_bytes
+    if fast_redaction:
+        ingest.redact_bytes = lambda data: (data.decode("utf-8", "replace"), 0)  # type: ignore[assignment]
+    try:
+        for _, data in logs[: len(CRASHES)]:
+            ingest.ingest_upload(db, data, ingest.Overrides(), base_url="http://kb")
+        latencies: list[float] = []
+        lock = threading.Lock()
+        counter = iter(range(uploads))
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    n = next(counter, None)
+                if n is None:
+                    return
+                start = time.perf_counter()
+                ingest.ingest_upload(db, logs[n % len(logs)][1], ingest.Overrides(), base_url="http://kb")
+                with lock:
+                    latencies.append(time.perf_counter() - start)
+
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        start = time.perf_counter()
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        wall = time.perf_counter() - start
+    finally:
+        ingest.redact_bytes = original  # type: ignore[assignment]
+        db.dispose()
+    return {"per_s": len(latencies) / wall, "p50_ms": 1000 * pct(latencies, 50),
+            "p99_ms": 1000 * pct(latencies, 99)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--postgres-url", default=os.environ.get("KB_BENCH_POSTGRES_URL")
+                        or os.environ.get("KB_TEST_POSTGRES_URL") or DEFAULT_PG)
+    parser.add_argument("--uploads", type=int, default=300)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--log-bytes", type=int, default=1_000_000)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--match-sizes", default="10000,100000")
+    parser.add_argument("--match-queries", type=int, default=400)
+    parser.add_argument("--candidates", type=int, default=200)
+    parser.add_argument("--skip-uploads", action="store_true")
+    parser.add_argument("--skip-match", action="store_true")
+    parser.add_argument("--skip-what-if", action="store_true")
+    args = parser.parse_args()
+    rng = random.Random(42)
+
+    print(f"Crash KB service benchmark on {os.cpu_count()} CPU(s), Postgres "
+          f"{args.postgres_url.split('@')[-1]}", flush=True)
+    logs = make_logs(48, args.log_bytes, seed=1)
+    mean_kb = statistics.mean(len(d) for _, d in logs) / 1024
+    print(f"\n[breakdown] one {mean_kb:.0f} KiB upload, in process (median ms): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in breakdown(logs[0][1]).items()), flush=True)
+
+    if not args.skip_uploads:
+        print(f"\n[uploads] {args.uploads} uploads of {mean_kb:.0f} KiB vLLM logs, "
+              f"{args.clients} concurrent clients (targets: >= 100/s, p99 <= 100 ms)")
+        print(f"  {'workers':>7} {'uploads/s':>10} {'p50 ms':>8} {'p99 ms':>8}  statuses")
+        for workers in [int(w) for w in args.workers.split(",")]:
+            with fresh_schema(args.postgres_url) as url, serve(url, workers) as base:
+                result = run_uploads(base, logs, args.uploads, args.clients)
+            print(f"  {workers:>7} {result['per_s']:>10.1f} {result['p50_ms']:>8.1f} "
+                  f"{result['p99_ms']:>8.1f}  {result['statuses']}", flush=True)
+
+    if not args.skip_what_if:
+        print(f"\n[in process, no HTTP] ingest_upload from {args.clients} threads, one process")
+        print(f"  {'redaction':>22} {'uploads/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+        for fast in (False, True):
+            with fresh_schema(args.postgres_url) as url:
+                result = in_process_ingest(url, logs, min(args.uploads, 150), args.clients, fast)
+            label = "what-if: decode only" if fast else "core redacted_text"
+            print(f"  {label:>22} {result['per_s']:>10.1f} {result['p50_ms']:>8.1f} "
+                  f"{result['p99_ms']:>8.1f}", flush=True)
+
+    if not args.skip_match:
+        from kb.db import migrate
+
+        sizes = [int(s) for s in args.match_sizes.split(",")]
+        print(f"\n[match] find_match in process, {args.match_queries} queries (half exact, half "
+              f"fuzzy variants), candidate limit {args.candidates} (target p99 <= 20 ms at 100k)")
+        print(f"  {'stored':>8} {'p50 ms':>8} {'p99 ms':>8} {'exact p99':>10} {'fuzzy p99':>10}  statuses")
+        with fresh_schema(args.postgres_url) as url:
+            db = Database(url, pool_size=2)
+            migrate.upgrade(db.engine)
+            stored = 0
+            for size in sizes:
+                t = time.perf_counter()
+                bulk_insert(url, stored + 1, size - stored, rng)
+                insert_s = time.perf_counter() - t
+                stored = size
+                result = time_matches(db, url, stored, args.match_queries, rng, args.candidates)
+                print(f"  {stored:>8} {result['p50_ms']:>8.2f} {result['p99_ms']:>8.2f} "
+                      f"{result['exact_p99_ms']:>10.2f} {result['fuzzy_p99_ms']:>10.2f}  "
+                      f"{result['statuses']} (bulk insert {insert_s:.1f}s)", flush=True)
+            db.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Every setting of the service in one table, read once and passed in explicitly.
+
+Each row names the `KB_*` environment variable, the `kb serve` flag that overrides it
+(flags win over the environment), the default and what it does. `docs/configuration.md`
+is the same table for people; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+
+def default_data_dir() -> Path:
+    """Where the embedded SQLite database lives when KB_DATABASE_URL is not set:
+    `KB_DATA_DIR`, else the user's data dir (`~/.local/share/crash-kb` on Linux)."""
+    explicit = os.environ.get("KB_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_data_dir("crash-kb", appauthor=False))
+    except Exception:  # platformdirs missing or no home directory: fall back to ./var
+        return Path.cwd() / "var"
+
+
+def default_database_url() -> str:
+    return f"sqlite:///{default_data_dir() / 'kb.sqlite3'}"
+
+
+def default_seeds_dir() -> Path:
+    """The repository's `seeds/` folder next to the `kb` package (editable install or a
+    checkout copied into a Docker image); else `./seeds`. KB_SEEDS_DIR overrides both."""
+    beside_package = Path(__file__).resolve().parent.parent / "seeds"
+    if beside_package.is_dir():
+        return beside_package
+    return Path.cwd() / "seeds"
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected a boolean (1/0, true/false), got {value!r}")
+
+
+def _tokens(value: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in value.split(",") if t.strip())
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the settings table."""
+
+    name: str  # attribute of Settings
+    env: str  # environment variable
+    flag: str | None  # `kb serve` option, if any
+    parse: Callable[[str], Any]
+    help: str
+    secret: bool = False
+
+
+# The one documented table. Defaults live on the Settings dataclass below.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("database_url", "KB_DATABASE_URL", "--database-url", str,
+            "SQLAlchemy URL. Default: SQLite file `kb.sqlite3` in the user's data dir "
+            "(KB_DATA_DIR overrides the dir). Production: postgresql+psycopg://user@host/db.",
+            secret=True),
+    Setting("seed", "KB_SEED", None, _bool,
+            "Load the seed knowledge base on `kb serve` when the database has no incidents. "
+            "KB_SEED=0 starts empty."),
+    Setting("seeds_dir", "KB_SEEDS_DIR", None, Path,
+            "Folder of seed YAML files. Default: the repository's seeds/ beside the package, "
+            "else ./seeds."),
+    Setting("max_upload_mb", "KB_MAX_UPLOAD_MB", None, _positive_int,
+            "Largest accepted log, in MiB, before and after gzip decompression (413 above)."),
+    Setting("api_tokens", "KB_API_TOKENS", None, _tokens,
+            "Comma-separated bearer tokens. When set, every write (POST/PATCH except "
+            "POST /analyze) needs `Authorization: Bearer <token>`.", secret=True),
+    Setting("public_url", "KB_PUBLIC_URL", None, str,
+            "Base URL used in links the API returns (incident `url`). Default: the request's "
+            "own base URL."),
+    Setting("host", "KB_HOST", "--host", str, "Address `kb serve` binds."),
+    Setting("port", "KB_PORT", "--port", _positive_int, "Port `kb serve` binds."),
+    Setting("workers", "KB_WORKERS", "--workers", _positive_int,
+            "Service processes `kb serve` runs (they share nothing but the database)."),
+    Setting("match_candidates", "KB_MATCH_CANDIDATES", None, _positive_int,
+            "Most stored fingerprints loaded (through indexed columns) and scored per match."),
+    Setting("db_pool_size", "KB_DB_POOL_SIZE", None, _positive_int,
+            "Database connections per process."),
+    Setting("threads", "KB_THREADS", None, _positive_int,
+            "Worker threads per process for analysis and database work."),
+    Setting("log_level", "KB_LOG_LEVEL", None, str, "Log level of `kb serve` (debug, info, warning)."),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str = field(default_factory=default_database_url)
+    seed: bool = True
+    seeds_dir: Path = field(default_factory=default_seeds_dir)
+    max_upload_mb: int = 256
+    api_tokens: tuple[str, ...] = ()
+    public_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    match_candidates: int = 200
+    db_pool_size: int = 10
+    threads: int = 16
+    log_level: str = "info"
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.max_upload_mb * 1024 * 1024
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from `KB_*` variables, then explicit overrides (flags); None
+        overrides are ignored so unset flags fall through to the environment."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for setting in SETTINGS:
+            raw = environ.get(setting.env)
+            if raw is None or (raw == "" and setting.name not in {"api_tokens", "seed"}):
+                continue
+            try:
+                values[setting.name] = setting.parse(raw)
+            except ValueError as exc:
+                raise ValueError(f"{setting.env}: {exc}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The same settings as environment variables, for child processes."""
+        out: dict[str, str] = {}
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                out[setting.env] = "1" if value else "0"
+            elif isinstance(value, tuple):
+                out[setting.env] = ",".join(value)
+            else:
+                out[setting.env] = str(value)
+        return out
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+
+def describe() -> list[dict[str, str]]:
+    """The settings table as rows (env, flag, default, help), e.g. for docs."""
+    defaults = Settings()
+    rows = []
+    for setting in SETTINGS:
+        default = getattr(defaults, setting.name)
+        if setting.name == "database_url":
+            default = "sqlite:///<data dir>/kb.sqlite3"
+        elif setting.name == "seeds_dir":
+            default = "<repo>/seeds"
+        rows.append({"env": setting.env, "flag": setting.flag or "", "default": repr(default),
+                     "help": setting.help})
+    return rows
+
+
+__all__ = ["SETTINGS", "Setting", "Settings", "default_database_url", "default_seeds_dir",
+           "describe"]

@@ -1,0 +1,130 @@
+"""`kb db upgrade|downgrade|current` and `kb seed`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from sqlalchemy.exc import SQLAlchemyError
+
+from kb.config import Settings
+
+database_option = click.option(
+    "--database-url", envvar="KB_DATABASE_URL", default=None,
+    help="SQLAlchemy URL (default: KB_DATABASE_URL, else the embedded SQLite file).")
+
+
+def _settings(database_url: str | None) -> Settings:
+    try:
+        return Settings.from_env(database_url=database_url)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _fail(action: str, url: str, exc: Exception) -> None:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    click.echo(f"kb: cannot {action} {_safe_url(url)}: {first}", err=True)
+    sys.exit(1)
+
+
+@click.group()
+def db() -> None:
+    """Create or migrate the database schema (Alembic migrations shipped in the package)."""
+
+
+@db.command()
+@click.argument("revision", default="head")
+@database_option
+def upgrade(revision: str, database_url: str | None) -> None:
+    """Migrate the database up to REVISION (default: head)."""
+    from kb.db import migrate
+    from kb.db.session import make_engine
+
+    settings = _settings(database_url)
+    engine = make_engine(settings.database_url, pool_size=1)
+    try:
+        migrate.upgrade(engine, revision)
+        click.echo(f"database at revision {migrate.current_revision(engine)}")
+    except SQLAlchemyError as exc:
+        _fail("migrate", settings.database_url, exc)
+    finally:
+        engine.dispose()
+
+
+@db.command()
+@click.argument("revision", default="base")
+@database_option
+@click.option("--yes", is_flag=True, help="Do not ask before dropping tables.")
+def downgrade(revision: str, database_url: str | None, yes: bool) -> None:
+    """Migrate the database down to REVISION (default: base, which drops every table)."""
+    from kb.db import migrate
+    from kb.db.session import make_engine
+
+    settings = _settings(database_url)
+    if revision == "base" and not yes and sys.stdin.isatty():
+        click.confirm(f"drop every table of {_safe_url(settings.database_url)}?", abort=True)
+    engine = make_engine(settings.database_url, pool_size=1)
+    try:
+        migrate.downgrade(engine, revision)
+        click.echo(f"database at revision {migrate.current_revision(engine) or 'base'}")
+    except SQLAlchemyError as exc:
+        _fail("migrate", settings.database_url, exc)
+    finally:
+        engine.dispose()
+
+
+@db.command()
+@database_option
+def current(database_url: str | None) -> None:
+    """Print the database's schema revision and the newest one this version ships."""
+    from kb.db import migrate
+    from kb.db.session import make_engine
+
+    settings = _settings(database_url)
+    engine = make_engine(settings.database_url, pool_size=1)
+    try:
+        click.echo(f"current: {migrate.current_revision(engine) or 'base'}")
+        click.echo(f"head:    {migrate.head_revision()}")
+    except SQLAlchemyError as exc:
+        _fail("read", settings.database_url, exc)
+    finally:
+        engine.dispose()
+
+
+@click.command()
+@click.option("--path", "seeds_dir", type=click.Path(path_type=Path, file_okay=False),
+              default=None, help="Seeds folder (default: KB_SEEDS_DIR, else the repo's seeds/).")
+@database_option
+@click.option("--no-migrate", is_flag=True, help="Do not upgrade the schema first.")
+def seed(seeds_dir: Path | None, database_url: str | None, no_migrate: bool) -> None:
+    """Load the seed knowledge base (idempotent: upsert by slug)."""
+    from kb.db import migrate
+    from kb.db.session import Database
+    from kb.services.seeding import seed_database
+
+    settings = _settings(database_url)
+    root = seeds_dir or settings.seeds_dir
+    database = Database(settings.database_url, pool_size=2)
+    try:
+        if not no_migrate:
+            migrate.upgrade(database.engine)
+        report = seed_database(database, root)
+    except SQLAlchemyError as exc:
+        _fail("seed", settings.database_url, exc)
+        return
+    finally:
+        database.dispose()
+    for line in report.warnings:
+        click.echo(f"warning: {line}", err=True)
+    for line in report.errors:
+        click.echo(f"error: {line}", err=True)
+    click.echo(f"{root}: {report.summary()}")
+    if report.errors:
+        sys.exit(1)

@@ -1,0 +1,432 @@
+"""Queries, and nothing else: no matching policy, no HTTP. Services call these inside
+one transaction (kb.db.session.Database.read/write) and decide what to do with the rows.
+Candidate loading for fuzzy matching lives here because it must use indexed columns;
+the scoring of the candidates lives in kb.core.match."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, delete, exists, func, or_, select, union_all, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from kb.core.records import CrashFeatures
+from kb.db.models import (
+    Fix,
+    FixOutcome,
+    Incident,
+    IncidentFacet,
+    IncidentFingerprint,
+    Occurrence,
+)
+
+_WORD = re.compile(r"[a-z][a-z_]{2,}")
+
+
+def message_key(template: str) -> str:
+    """The first three words of a message template, lowercased: an indexed narrowing key
+    that survives changed numbers and paths.
+    Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for"."""
+    words = [w for w in _WORD.findall(template.lower()) if w not in {"the", "and", "not"}]
+    return " ".join(words[:3])[:120]
+
+
+def _clip(value: str | None, size: int) -> str | None:
+    return value[:size] if value else value
+
+
+@dataclass(slots=True)
+class Candidate:
+    incident_id: int
+    fingerprint_id: int
+    features: CrashFeatures
+
+
+_FEATURE_COLUMNS = (
+    IncidentFingerprint.incident_id,
+    IncidentFingerprint.id,
+    IncidentFingerprint.exception,
+    IncidentFingerprint.message_template,
+    IncidentFingerprint.frames,
+    IncidentFingerprint.engine,
+    IncidentFingerprint.engine_version,
+    IncidentFingerprint.model_arch,
+    IncidentFingerprint.gpu_name,
+    IncidentFingerprint.gpu_count,
+    IncidentFingerprint.tp,
+    IncidentFingerprint.dp,
+    IncidentFingerprint.pp,
+    IncidentFingerprint.ep,
+    IncidentFingerprint.phase,
+)
+
+
+def _candidate(row: Sequence[Any]) -> Candidate:
+    (incident_id, fp_id, exc, template, frames, engine, version, arch, gpu, count,
+     tp, dp, pp, ep, phase) = row
+    return Candidate(incident_id, fp_id, CrashFeatures(
+        exception=exc, message_template=template, frames=list(frames or []), engine=engine,
+        engine_version=version, model_arch=arch, gpu_name=gpu, gpu_count=count, tp=tp, dp=dp,
+        pp=pp, ep=ep, phase=phase))
+
+
+class Repository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.dialect = session.get_bind().dialect.name
+
+    # ---- fingerprints and matching candidates ------------------------------------
+
+    def incident_for_route(self, route_key: str) -> int | None:
+        """The live incident a fingerprint routes to (one indexed lookup)."""
+        row = self.s.connection().execute(
+            select(IncidentFingerprint.incident_id, Incident.merged_into_id)
+            .join(Incident, Incident.id == IncidentFingerprint.incident_id)
+            .where(IncidentFingerprint.route_key == route_key)
+        ).first()
+        if row is None:
+            return None
+        # Merges move fingerprints, so this is rare: a merge chain made by hand.
+        return row[0] if row[1] is None else self.live_incident_id(row[0])
+
+    def fingerprint_by_route(self, route_key: str) -> IncidentFingerprint | None:
+        return self.s.execute(select(IncidentFingerprint).where(
+            IncidentFingerprint.route_key == route_key)).scalar_one_or_none()
+
+    def candidates(self, features: CrashFeatures, limit: int) -> list[Candidate]:
+        """Stored fingerprints worth scoring against `features`, through three indexed
+        lookups, each bounded: same exception and message key, same exception (newest
+        first), same engine and phase (a different exception type may wrap the same
+        cause). Never a scan of all incidents."""
+        key = message_key(features.message_template)
+        fp = IncidentFingerprint
+        exception = features.exception[:300]
+        queries: list[Select[Any]] = [
+            select(*_FEATURE_COLUMNS).where(fp.exception == exception,
+                                            fp.message_key == key).limit(max(1, limit // 2)),
+            select(*_FEATURE_COLUMNS).where(fp.exception == exception)
+            .order_by(fp.id.desc()).limit(max(1, limit // 5)),
+        ]
+        if features.engine and features.phase:
+            queries.append(select(*_FEATURE_COLUMNS).where(
+                fp.engine == features.engine, fp.phase == features.phase,
+                fp.exception != exception).order_by(fp.id.desc()).limit(max(1, limit // 10)))
+        # One round trip: each bounded lookup as a subquery (SQLite allows LIMIT only there).
+        union = union_all(*(q.subquery().select() for q in queries))
+        seen: set[int] = set()
+        out: list[Candidate] = []
+        for row in self.s.connection().execute(union):  # Core rows: no ORM overhead
+            if row[1] not in seen:
+                seen.add(row[1])
+                out.append(_candidate(row))
+        return out
+
+    def add_fingerprint(self, incident_id: int, version: str, hash_: str, route_key: str,
+                        features: CrashFeatures, source: str) -> IncidentFingerprint:
+        row = IncidentFingerprint(
+            incident_id=incident_id, version=version, hash=hash_, route_key=route_key,
+            source=source,
+            exception=features.exception[:300], message_key=message_key(features.message_template),
+            message_template=features.message_template, frames=list(features.frames),
+            engine=_clip(features.engine, 40), engine_version=_clip(features.engine_version, 60),
+            model_arch=_clip(features.model_arch, 120), gpu_name=_clip(features.gpu_name, 120),
+            gpu_count=features.gpu_count, tp=features.tp, dp=features.dp, pp=features.pp,
+            ep=features.ep, phase=_clip(features.phase, 40))
+        self.s.add(row)
+        self.s.flush()
+        return row
+
+    def fingerprints_of(self, incident_id: int) -> list[IncidentFingerprint]:
+        return list(self.s.execute(select(IncidentFingerprint).where(
+            IncidentFingerprint.incident_id == incident_id).order_by(IncidentFingerprint.id)
+        ).scalars())
+
+    # ---- incidents -----------------------------------------------------------------
+
+    def incident(self, incident_id: int, *, lock: bool = False) -> Incident | None:
+        if not lock:
+            return self.s.get(Incident, incident_id)  # the identity map saves a query
+        query = select(Incident).where(Incident.id == incident_id)
+        if self.dialect == "postgresql":
+            query = query.with_for_update()
+        return self.s.execute(query).scalar_one_or_none()
+
+    def incident_by_slug(self, slug: str) -> Incident | None:
+        return self.s.execute(select(Incident).where(Incident.slug == slug)).scalar_one_or_none()
+
+    def live_incident_id(self, incident_id: int) -> int:
+        """Follow merges to the incident that absorbed this one."""
+        seen = {incident_id}
+        current = incident_id
+        while True:
+            target = self.s.execute(select(Incident.merged_into_id).where(
+                Incident.id == current)).scalar_one_or_none()
+            if target is None or target in seen:
+                return current
+            seen.add(target)
+            current = target
+
+    def add_incident(self, **values: Any) -> Incident:
+        incident = Incident(**values)
+        self.s.add(incident)
+        self.s.flush()
+        return incident
+
+    def record_occurrence_seen(self, incident: Incident, when: datetime) -> None:
+        """Count one more occurrence in one statement (no read-modify-write race) and
+        put the stored values on `incident` without reloading it."""
+        from sqlalchemy.orm.attributes import set_committed_value
+
+        row = self.s.connection().execute(
+            update(Incident).where(Incident.id == incident.id).values(
+                occurrence_count=Incident.occurrence_count + 1,
+                last_seen=when,
+                first_seen=func.coalesce(Incident.first_seen, when),
+            ).returning(Incident.occurrence_count, Incident.first_seen, Incident.last_seen)
+        ).one()
+        for name, value in zip(("occurrence_count", "first_seen", "last_seen"), row, strict=True):
+            set_committed_value(incident, name, value)
+
+    def titles(self, ids: Iterable[int]) -> dict[int, tuple[str, bool]]:
+        ids = list(set(ids))
+        if not ids:
+            return {}
+        rows = self.s.execute(select(Incident.id, Incident.title, Incident.engine_limitation)
+                              .where(Incident.id.in_(ids)))
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def live_ids(self, ids: Iterable[int]) -> set[int]:
+        ids = list(set(ids))
+        if not ids:
+            return set()
+        return set(self.s.execute(select(Incident.id).where(
+            Incident.id.in_(ids), Incident.merged_into_id.is_(None))).scalars())
+
+    def chain(self, incident_id: int, max_hops: int = 10) -> list[Incident]:
+        """The incidents known to follow this one once it is fixed, in order."""
+        out: list[Incident] = []
+        seen = {incident_id}
+        current = self.s.get(Incident, incident_id)
+        while current is not None and current.next_incident_id and len(out) < max_hops:
+            nxt_id = self.live_incident_id(current.next_incident_id)
+            if nxt_id in seen:
+                break
+            seen.add(nxt_id)
+            current = self.s.get(Incident, nxt_id)
+            if current is not None:
+                out.append(current)
+        return out
+
+    def previous(self, incident_id: int) -> list[Incident]:
+        return list(self.s.execute(select(Incident).where(
+            Incident.next_incident_id == incident_id, Incident.merged_into_id.is_(None))
+            .order_by(Incident.id)).scalars())
+
+    def seeded_incidents(self) -> list[Incident]:
+        return list(self.s.execute(select(Incident).where(Incident.seeded.is_(True))).scalars())
+
+    def count_incidents(self) -> int:
+        return self.s.execute(select(func.count()).select_from(Incident)).scalar_one()
+
+    # ---- facets --------------------------------------------------------------------
+
+    def add_facets(self, incident_id: int, pairs: Iterable[tuple[str, str | None]]) -> None:
+        rows = [{"incident_id": incident_id, "kind": k, "value": v.strip().lower()[:200]}
+                for k, v in {(k, v) for k, v in pairs if v and str(v).strip()}]
+        if not rows:
+            return
+        if self.dialect == "postgresql":
+            stmt = postgresql.insert(IncidentFacet).values(rows).on_conflict_do_nothing()
+        elif self.dialect == "sqlite":
+            stmt = sqlite.insert(IncidentFacet).values(rows).on_conflict_do_nothing()
+        else:  # pragma: no cover - only SQLite and Postgres are supported
+            raise NotImplementedError(self.dialect)
+        self.s.connection().execute(stmt)  # one multi-row statement, one round trip
+
+    def replace_facets(self, incident_id: int, kind: str, values: Iterable[str]) -> None:
+        wanted = {v.strip().lower()[:200] for v in values if v and v.strip()}
+        current = set(self.s.execute(select(IncidentFacet.value).where(
+            IncidentFacet.incident_id == incident_id, IncidentFacet.kind == kind)).scalars())
+        if current - wanted:
+            self.s.execute(delete(IncidentFacet).where(
+                IncidentFacet.incident_id == incident_id, IncidentFacet.kind == kind,
+                IncidentFacet.value.in_(current - wanted)))
+        self.add_facets(incident_id, [(kind, v) for v in wanted - current])
+
+    def facets_of(self, incident_ids: Iterable[int], kinds: Iterable[str]
+                  ) -> list[tuple[int, str, str]]:
+        """(incident_id, kind, value) of these incidents, values sorted."""
+        ids = list(set(incident_ids))
+        if not ids:
+            return []
+        rows = self.s.execute(
+            select(IncidentFacet.incident_id, IncidentFacet.kind, IncidentFacet.value)
+            .where(IncidentFacet.incident_id.in_(ids), IncidentFacet.kind.in_(list(kinds)))
+            .order_by(IncidentFacet.value))
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def move_facets(self, source_id: int, target_id: int) -> None:
+        pairs = self.s.execute(select(IncidentFacet.kind, IncidentFacet.value).where(
+            IncidentFacet.incident_id == source_id)).all()
+        self.add_facets(target_id, [(k, v) for k, v in pairs])
+
+    # ---- occurrences ---------------------------------------------------------------
+
+    def add_occurrence(self, **values: Any) -> int:
+        """Insert one occurrence (a Core insert: the 1 MB row never enters the ORM)."""
+        from sqlalchemy import insert
+
+        return self.s.connection().execute(
+            insert(Occurrence).values(**values).returning(Occurrence.id)).scalar_one()
+
+    def occurrences_of(self, incident_id: int, limit: int = 50) -> list[Occurrence]:
+        # Load the context columns only: the analysis and the log stay on disk.
+        cols = [c for c in Occurrence.__table__.columns if c.name not in {"analysis", "log_gz"}]
+        rows = self.s.execute(select(*cols).where(Occurrence.incident_id == incident_id)
+                              .order_by(Occurrence.created_at.desc(), Occurrence.id.desc())
+                              .limit(limit)).mappings().all()
+        return [Occurrence(**dict(r)) for r in rows]
+
+    def occurrence_by_idempotency_key(self, key: str) -> Occurrence | None:
+        """The occurrence an earlier upload with this Idempotency-Key stored (unique
+        index), with its analysis but without the log."""
+        cols = [c for c in Occurrence.__table__.columns if c.name != "log_gz"]
+        row = self.s.execute(select(*cols).where(Occurrence.idempotency_key == key)
+                             ).mappings().first()
+        return Occurrence(**dict(row)) if row is not None else None
+
+    def latest_analysis(self, incident_id: int) -> dict[str, Any] | None:
+        """The stored analysis of the incident's newest occurrence."""
+        return self.s.execute(
+            select(Occurrence.analysis).where(Occurrence.incident_id == incident_id)
+            .order_by(Occurrence.created_at.desc(), Occurrence.id.desc()).limit(1)
+        ).scalar_one_or_none()
+
+    def daily_occurrences(self, incident_ids: Iterable[int], since: datetime
+                          ) -> list[tuple[int, date, int]]:
+        """(incident_id, UTC day, count) of occurrences since `since`: one grouped query
+        on the (incident_id, created_at) index."""
+        ids = list(set(incident_ids))
+        if not ids:
+            return []
+        created = Occurrence.created_at
+        if self.dialect == "postgresql":  # bucket by the UTC day, whatever the session zone
+            day = func.date(func.timezone("UTC", created))
+        else:
+            day = func.date(created)  # SQLite stores UTC
+        rows = self.s.execute(
+            select(Occurrence.incident_id, day, func.count())
+            .where(Occurrence.incident_id.in_(ids), created >= since)
+            .group_by(Occurrence.incident_id, day))
+        return [(r[0], date.fromisoformat(str(r[1])[:10]), r[2]) for r in rows]
+
+    def occurrence_log(self, occurrence_id: int) -> bytes | None:
+        return self.s.execute(select(Occurrence.log_gz).where(
+            Occurrence.id == occurrence_id)).scalar_one_or_none()
+
+    # ---- fixes and outcomes --------------------------------------------------------
+
+    def fix(self, fix_id: int) -> Fix | None:
+        return self.s.get(Fix, fix_id)
+
+    def fixes_of(self, incident_ids: Iterable[int]) -> list[Fix]:
+        ids = list(set(incident_ids))
+        if not ids:
+            return []
+        return list(self.s.execute(select(Fix).where(Fix.incident_id.in_(ids))
+                                   .order_by(Fix.id)).scalars())
+
+    def fix_by_seed_key(self, key: str) -> Fix | None:
+        return self.s.execute(select(Fix).where(Fix.seed_key == key)).scalar_one_or_none()
+
+    def outcome_counts(self, fix_ids: Iterable[int]) -> list[tuple[int, bool, str | None, str | None, int]]:
+        """(fix_id, worked, engine_version, model_arch, count) groups."""
+        ids = list(set(fix_ids))
+        if not ids:
+            return []
+        rows = self.s.execute(
+            select(FixOutcome.fix_id, FixOutcome.worked, FixOutcome.engine_version,
+                   FixOutcome.model_arch, func.count())
+            .where(FixOutcome.fix_id.in_(ids))
+            .group_by(FixOutcome.fix_id, FixOutcome.worked, FixOutcome.engine_version,
+                      FixOutcome.model_arch))
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+    def has_outcomes(self, fix_id: int) -> bool:
+        return bool(self.s.execute(select(exists().where(FixOutcome.fix_id == fix_id))).scalar())
+
+    # ---- merges --------------------------------------------------------------------
+
+    def move_incident_rows(self, source_id: int, target_id: int) -> None:
+        """Occurrences, fixes and fingerprints of `source` now belong to `target`."""
+        for model in (Occurrence, Fix, IncidentFingerprint):
+            self.s.execute(update(model).where(model.incident_id == source_id)
+                           .values(incident_id=target_id))
+        self.move_facets(source_id, target_id)
+
+    # ---- the incident list ---------------------------------------------------------
+
+    def list_incidents(self, *, q: str | None, engine: str | None, version_ids: set[int] | None,
+                       version: str | None, model_arch: str | None, gpu: str | None,
+                       phase: str | None, has_fix: bool | None, path: str | None,
+                       tag: str | None, sort: str, offset: int, limit: int
+                       ) -> tuple[list[tuple[Incident, int]], int]:
+        fix_count = (select(func.count(Fix.id)).where(Fix.incident_id == Incident.id)
+                     .correlate(Incident).scalar_subquery())
+        conditions: list[Any] = [Incident.merged_into_id.is_(None)]
+        if q:
+            like = f"%{q.lower()}%"
+            conditions.append(or_(*(func.lower(col).like(like) for col in (
+                Incident.title, Incident.signature, Incident.summary, Incident.slug,
+                Incident.notes, Incident.exception))))
+        if engine:
+            conditions.append(func.lower(Incident.engine) == engine.lower())
+        if phase:
+            conditions.append(Incident.phase == phase)
+        if path:
+            conditions.append(Incident.recommended_path == path)
+        if has_fix is not None:
+            has = exists().where(Fix.incident_id == Incident.id)
+            conditions.append(has if has_fix else ~has)
+
+        def facet(kind: str, *values_: Any) -> Any:
+            return exists().where(IncidentFacet.incident_id == Incident.id,
+                                  IncidentFacet.kind == kind, or_(*values_))
+
+        if model_arch:
+            conditions.append(facet("model_arch", IncidentFacet.value == model_arch.lower()))
+        if tag:
+            conditions.append(facet("tag", IncidentFacet.value == tag.lower()))
+        if gpu:
+            g = gpu.lower()
+            conditions.append(or_(facet("gpu", IncidentFacet.value.like(f"%{g}%")),
+                                  facet("gpu_family", IncidentFacet.value == g)))
+        if version:
+            v = version.lower().lstrip("v")
+            seen_on = facet("engine_version", IncidentFacet.value == v,
+                            IncidentFacet.value.like(f"{v}.%"))
+            conditions.append(or_(seen_on, Incident.id.in_(version_ids or {-1})))
+        where = and_(*conditions)
+        total = self.s.execute(select(func.count()).select_from(Incident).where(where)).scalar_one()
+        order = {
+            "occurrences": (Incident.occurrence_count.desc(), Incident.id.desc()),
+            "created": (Incident.created_at.desc(), Incident.id.desc()),
+            "id": (Incident.id.asc(),),
+            "title": (Incident.title.asc(), Incident.id.asc()),
+        }.get(sort) or (Incident.last_seen.desc().nulls_last(), Incident.id.desc())
+        rows = self.s.execute(select(Incident, fix_count).where(where).order_by(*order)
+                              .offset(offset).limit(limit)).all()
+        return [(r[0], r[1]) for r in rows], total
+
+    def incidents_with_affected_versions(self, engine: str | None) -> list[tuple[int, str]]:
+        """Curated incidents that declare an affected version range (few: the seeds)."""
+        query = select(Incident.id, Incident.affected_versions).where(
+            Incident.affected_versions.is_not(None), Incident.merged_into_id.is_(None))
+        if engine:
+            query = query.where(func.lower(Incident.engine) == engine.lower())
+        return [(r[0], r[1]) for r in self.s.execute(query)]

@@ -1,0 +1,191 @@
+"""People curating the knowledge base: edit an incident, add or edit a fix, report
+whether a fix worked, merge duplicates. Each is one transaction; each keeps the incident's
+context-free recommendation path current for the list filter."""
+
+from __future__ import annotations
+
+from kb.core.recommend import FIX_KINDS, Where
+from kb.db.models import Fix, FixOutcome, Incident, utcnow
+from kb.db.repositories import Repository
+from kb.db.session import Database
+from kb.services.advice import fix_evidence, fix_view, refresh_recommended_path
+from kb.services.errors import Conflict, InvalidInput, NotFound
+from kb.services.queries import detail_in
+from kb.services.views import (
+    FixPatch,
+    FixView,
+    IncidentDetail,
+    IncidentPatch,
+    MergeRequest,
+    NewFix,
+    NewOutcome,
+    OutcomeView,
+)
+
+MAX_TAGS = 30
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidInput("tags must be strings")
+        tag = tag.strip().lower()
+        if tag and tag not in out:
+            out.append(tag[:60])
+    if len(out) > MAX_TAGS:
+        raise InvalidInput(f"at most {MAX_TAGS} tags")
+    return out
+
+
+def patch_incident(db: Database, incident_id: int, patch: IncidentPatch, *,
+                   base_url: str) -> IncidentDetail:
+    with db.write() as session:
+        repo = Repository(session)
+        incident = repo.incident(incident_id, lock=True)
+        if incident is None:
+            raise NotFound(f"incident {incident_id} does not exist")
+        if patch.title is not None:
+            title = patch.title.strip()
+            if not title:
+                raise InvalidInput("title must not be empty")
+            incident.title = title[:500]
+        if patch.notes is not None:
+            incident.notes = patch.notes or None
+        if patch.tags is not None:
+            incident.tags = _clean_tags(patch.tags)
+            repo.replace_facets(incident.id, "tag", incident.tags)
+        incident.updated_at = utcnow()
+        session.flush()
+        return detail_in(repo, incident.id, base_url=base_url)
+
+
+def _check_fix(title: str | None, kind: str | None, change: object, applies_to: object) -> None:
+    """The rules a fix's fields follow, for a new fix and for an edit (None: not given)."""
+    if kind is not None and kind not in FIX_KINDS:
+        raise InvalidInput(f"kind must be one of {', '.join(FIX_KINDS)}")
+    if title is not None and not title.strip():
+        raise InvalidInput("title must not be empty")
+    if not isinstance(change, dict | None) or not isinstance(applies_to, dict | None):
+        raise InvalidInput("change and applies_to must be objects")
+
+
+def add_fix(db: Database, incident_id: int, new: NewFix) -> FixView:
+    _check_fix(new.title or "", new.kind, new.change, new.applies_to)
+    with db.write() as session:
+        repo = Repository(session)
+        incident = repo.incident(incident_id)
+        if incident is None:
+            raise NotFound(f"incident {incident_id} does not exist")
+        if incident.merged_into_id is not None:
+            incident = repo.incident(repo.live_incident_id(incident.id))
+            assert incident is not None
+        now = utcnow()
+        fix = Fix(incident_id=incident.id, title=new.title.strip()[:500], kind=new.kind,
+                  description=new.description, change=new.change, applies_to=new.applies_to,
+                  seeded=False, author=new.author, curated_worked=0, curated_failed=0,
+                  created_at=now, updated_at=now)
+        session.add(fix)
+        session.flush()
+        refresh_recommended_path(repo, incident)
+        return fix_view(fix, fix_evidence(repo, [fix], Where())[0])
+
+
+def edit_fix(db: Database, fix_id: int, patch: FixPatch) -> FixView:
+    """Change a fix's title, kind, description, change or applies_to (the fields given).
+    Seeded fixes too: the edit is stamped (edited_at), and re-seeding keeps it."""
+    _check_fix(patch.title, patch.kind, patch.change, patch.applies_to)
+    with db.write() as session:
+        repo = Repository(session)
+        fix = repo.fix(fix_id)
+        if fix is None:
+            raise NotFound(f"fix {fix_id} does not exist")
+        if patch.title is not None:
+            fix.title = patch.title.strip()[:500]
+        if patch.kind is not None:
+            fix.kind = patch.kind
+        if patch.description is not None:
+            fix.description = patch.description.strip() or None
+        if patch.change is not None:
+            fix.change = patch.change
+        if patch.applies_to is not None:
+            fix.applies_to = patch.applies_to
+        now = utcnow()
+        fix.edited_at = fix.updated_at = now
+        session.flush()
+        incident = repo.incident(fix.incident_id)
+        if incident is not None:  # the kind decides patch vs switch_engine
+            refresh_recommended_path(repo, incident)
+        return fix_view(fix, fix_evidence(repo, [fix], Where())[0])
+
+
+def add_outcome(db: Database, fix_id: int, new: NewOutcome) -> OutcomeView:
+    with db.write() as session:
+        repo = Repository(session)
+        fix = repo.fix(fix_id)
+        if fix is None:
+            raise NotFound(f"fix {fix_id} does not exist")
+        outcome = FixOutcome(fix_id=fix.id, worked=bool(new.worked), note=new.note,
+                             engine=new.engine, engine_version=new.engine_version,
+                             model_arch=new.model_arch, gpu=new.gpu, reporter=new.reporter,
+                             created_at=utcnow())
+        session.add(outcome)
+        session.flush()
+        incident = repo.incident(fix.incident_id)
+        if incident is not None:
+            refresh_recommended_path(repo, incident)
+        where = Where(engine_version=new.engine_version, model_arch=new.model_arch)
+        return OutcomeView(id=outcome.id, fix_id=fix.id, worked=outcome.worked, note=outcome.note,
+                           engine=outcome.engine, engine_version=outcome.engine_version,
+                           model_arch=outcome.model_arch, gpu=outcome.gpu,
+                           reporter=outcome.reporter, created_at=outcome.created_at,
+                           fix=fix_view(fix, fix_evidence(repo, [fix], where)[0]))
+
+
+def merge_incident(db: Database, incident_id: int, request: MergeRequest, *,
+                   base_url: str) -> IncidentDetail:
+    """Fold a duplicate into another incident: its occurrences, fixes and fingerprints
+    move, so later uploads of the duplicate's fingerprint land on the target."""
+    with db.write() as session:
+        repo = Repository(session)
+        source = repo.incident(incident_id, lock=True)
+        if source is None:
+            raise NotFound(f"incident {incident_id} does not exist")
+        target = repo.incident(request.into)
+        if target is None:
+            raise NotFound(f"incident {request.into} does not exist")
+        target_id = repo.live_incident_id(target.id)
+        if source.merged_into_id is not None:
+            raise Conflict(f"incident {incident_id} was already merged into "
+                           f"#{repo.live_incident_id(source.id)}")
+        if target_id == source.id:
+            raise Conflict("an incident cannot be merged into itself")
+        target = repo.incident(target_id, lock=True)
+        assert target is not None
+        merge_rows(repo, source, target)
+        session.flush()
+        refresh_recommended_path(repo, target)
+        return detail_in(repo, target.id, base_url=base_url)
+
+
+def merge_rows(repo: Repository, source: Incident, target: Incident) -> None:
+    """Move everything of `source` onto `target` and mark `source` merged (no checks)."""
+    repo.move_incident_rows(source.id, target.id)
+    target.occurrence_count += source.occurrence_count
+    seen = [d for d in (source.first_seen, target.first_seen) if d]
+    target.first_seen = min(seen) if seen else None
+    seen = [d for d in (source.last_seen, target.last_seen) if d]
+    target.last_seen = max(seen) if seen else None
+    if target.next_incident_id is None and source.next_incident_id not in (None, target.id):
+        target.next_incident_id = source.next_incident_id
+    now = utcnow()
+    target.updated_at = now
+    source.merged_into_id = target.id
+    source.occurrence_count = 0
+    source.recommended_path = "investigate"
+    source.updated_at = now
+    repo.s.flush()
+
+
+__all__ = ["add_fix", "add_outcome", "edit_fix", "merge_incident", "merge_rows",
+           "patch_incident"]

@@ -1,0 +1,386 @@
+"""Upload a crash log: check it is a text log, analyze it, match it, store it as an
+occurrence of the matched incident or as a new incident, and advise.
+
+Everything here runs in a worker thread (the web layer never analyzes on the event
+loop). The store happens in one transaction: an upload is stored whole or not at all.
+Two concurrent uploads of the same new crash race on the unique (version, hash) of
+incident_fingerprints; the loser's transaction rolls back and is retried, and the retry
+finds the winner's incident by exact fingerprint, so one incident results.
+
+An upload may carry an Idempotency-Key (the launch wrapper sends one per log and keeps it
+across retries). It is stored with the occurrence under a unique constraint. A repeated
+key is answered with the first upload's incident and occurrence (HTTP 200, `replayed`)
+and stores nothing: looked up before the analysis (cheap), again inside the write
+transaction, and when two retries race, the loser's insert violates the constraint, its
+transaction rolls back whole and the retry finds the winner's occurrence.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from kb.core.analyze import analyze, redacted_text
+from kb.core.recommend import gpu_family
+from kb.core.records import Analysis, CrashFeatures
+from kb.db.models import Incident, Occurrence, utcnow
+from kb.db.repositories import Repository
+from kb.db.session import Database
+from kb.services.advice import advise, where_at, where_of
+from kb.services.errors import InvalidInput, NotText, TooLarge
+from kb.services.matching import MatchOutcome, find_match, route_key
+from kb.services.views import (
+    IncidentRef,
+    MatchView,
+    OccurrenceRef,
+    SimilarView,
+    UploadResult,
+)
+
+GZIP_MAGIC = b"\x1f\x8b"
+# Magic numbers of things people upload by mistake: named in the 422 answer.
+_BINARY_MAGIC = (
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x28\xb5\x2f\xfd", "a zstd archive"),
+    (b"BZh", "a bzip2 archive"),
+    (b"\xfd7zXZ\x00", "an xz archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x7fELF", "an ELF binary (a core dump?)"),
+    (b"SQLite format 3", "an SQLite database"),
+)
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
+_SAMPLE = 64 * 1024
+SIMILAR_SHOWN = 5
+FAILURES = ("exit", "hang", "not_ready")  # why `kb run` uploaded
+IDEMPOTENCY_KEY_MAX = 200
+
+def analyze_bytes(data: bytes) -> Analysis:
+    return analyze(data)
+
+
+def redact_bytes(data: bytes) -> tuple[str, int]:
+    return redacted_text(data)
+
+
+def _gunzip(data: bytes, max_bytes: int) -> bytes:
+    """Decompress a (possibly multi-member) gzip upload, refusing more than max_bytes of
+    output (a 1 MB gzip can expand to gigabytes)."""
+    out = bytearray()
+    remaining = data
+    try:
+        while remaining:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            chunk = inflater.decompress(remaining, max_bytes + 1 - len(out))
+            out += chunk
+            if len(out) > max_bytes:
+                raise TooLarge(f"the log is larger than {max_bytes // (1024 * 1024)} MiB once "
+                               f"decompressed (KB_MAX_UPLOAD_MB)")
+            if not inflater.eof:
+                if inflater.unconsumed_tail:
+                    raise TooLarge("the log is too large once decompressed")
+                raise NotText("the gzip stream is truncated")
+            remaining = inflater.unused_data.lstrip(b"\x00")
+            if remaining and not remaining.startswith(GZIP_MAGIC):
+                break  # trailing garbage after the last member: keep what we have
+    except zlib.error as exc:
+        raise NotText(f"the body looks gzip-compressed but does not decompress: {exc}") from None
+    return bytes(out)
+
+
+def prepare_log(data: bytes, max_bytes: int) -> bytes:
+    """The upload as text bytes: gunzipped, UTF-16 turned into UTF-8, and refused with a
+    reason when it is empty, too large or not text at all."""
+    if not data or not data.strip():
+        raise InvalidInput("the log is empty")
+    if len(data) > max_bytes:
+        raise TooLarge(f"the log is larger than {max_bytes // (1024 * 1024)} MiB (KB_MAX_UPLOAD_MB)")
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzip(data, max_bytes)
+        if not data.strip():
+            raise InvalidInput("the log is empty once decompressed")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise NotText("the log starts with a UTF-16 byte-order mark but is not UTF-16") from None
+    for magic, what in _BINARY_MAGIC:
+        if data.startswith(magic):
+            raise NotText(f"the upload is {what}, not a text log (upload the log file itself, "
+                          f"plain or gzip-compressed)")
+    sample = data[:_SAMPLE]
+    nul = sample.find(b"\x00")
+    if nul >= 0:
+        raise NotText(f"the upload is binary, not a text log (NUL byte at offset {nul})")
+    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    if controls > len(sample) * 0.05:
+        raise NotText("the upload is binary, not a text log (too many control bytes)")
+    invalid = len(sample.decode("utf-8", "replace").encode("utf-8")) - len(sample)
+    if invalid > len(sample) * 0.30:
+        raise NotText("the upload is not UTF-8 text")
+    if b"\x00" in data:  # a few stray NULs past the sample: text stores cannot hold them
+        data = data.replace(b"\x00", b"")
+    return data
+
+
+def clip(value: str | None, size: int) -> str | None:
+    """Fit a value from the log into its column (Postgres enforces lengths)."""
+    return value[:size] if value else value
+
+
+@dataclass(slots=True)
+class Overrides:
+    """Form fields that override what the log says (the uploader knows better)."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    model_arch: str | None = None
+    gpu: str | None = None
+    gpu_count: int | None = None
+    tp: int | None = None
+    dp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    host: str | None = None
+    reporter: str | None = None
+    # Sent by the launch wrapper; kept with the occurrence (the log does not say them).
+    cuda_visible_devices: str | None = None
+    torch_version: str | None = None
+    failure: str | None = None  # exit | hang | not_ready
+
+
+OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
+_INT_FIELDS = {"gpu_count", "tp", "dp", "pp", "ep", "exit_code"}
+_LENGTHS = {"command": 1000, "cuda_visible_devices": 200, "torch_version": 60}
+
+
+def parse_overrides(values: Mapping[str, Any]) -> Overrides:
+    parsed: dict[str, Any] = {}
+    for name in OVERRIDE_FIELDS:
+        raw = values.get(name)
+        if raw is None:
+            continue
+        text = str(raw).strip()
+        if not text:
+            continue
+        if name in _INT_FIELDS:
+            try:
+                parsed[name] = int(text)
+            except ValueError:
+                raise InvalidInput(f"{name} must be an integer, got {text[:40]!r}") from None
+            low = -(2**31) if name == "exit_code" else 0
+            if not low <= parsed[name] <= 2**31 - 1 or (name != "exit_code" and parsed[name] > 1_000_000):
+                raise InvalidInput(f"{name} is out of range: {parsed[name]}")
+        elif name == "failure":
+            if text not in FAILURES:
+                raise InvalidInput(f"failure must be one of {', '.join(FAILURES)}, "
+                                   f"got {text[:40]!r}")
+            parsed[name] = text
+        else:
+            parsed[name] = text[:_LENGTHS.get(name, 300)]
+    return Overrides(**parsed)
+
+
+def check_idempotency_key(raw: str | None) -> str | None:
+    """The Idempotency-Key header as stored: None when absent or blank, else printable
+    ASCII of at most IDEMPOTENCY_KEY_MAX characters (400 otherwise)."""
+    key = (raw or "").strip()
+    if not key:
+        return None
+    if len(key) > IDEMPOTENCY_KEY_MAX:
+        raise InvalidInput(f"Idempotency-Key is longer than {IDEMPOTENCY_KEY_MAX} characters")
+    if not key.isascii() or not key.isprintable():
+        raise InvalidInput("Idempotency-Key must be printable ASCII")
+    return key
+
+
+def analyze_log(data: bytes, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
+    analysis = analyze_bytes(data)
+    ctx = analysis.context
+    changed = []
+    for name, target, attr in (
+        ("engine", ctx, "engine"), ("engine_version", ctx, "engine_version"),
+        ("model", ctx, "model"), ("model_arch", ctx, "model_arch"), ("gpu", ctx.gpu, "name"),
+        ("gpu_count", ctx.gpu, "count"), ("tp", ctx.parallel, "tp"), ("dp", ctx.parallel, "dp"),
+        ("pp", ctx.parallel, "pp"), ("ep", ctx.parallel, "ep"),
+    ):
+        value = getattr(overrides, name)
+        if value is not None and getattr(target, attr) != value:
+            setattr(target, attr, value)
+            changed.append(name)
+    if changed:
+        analysis.notes.append(f"set by the uploader: {', '.join(changed)}")
+    return analysis, CrashFeatures.from_analysis(analysis)
+
+
+def incident_url(base_url: str, incident_id: int) -> str:
+    return f"{base_url.rstrip('/')}/incidents/{incident_id}"
+
+
+def incident_ref(incident: Incident, base_url: str) -> IncidentRef:
+    return IncidentRef(id=incident.id, url=incident_url(base_url, incident.id),
+                       title=incident.title, occurrences=incident.occurrence_count,
+                       first_seen=incident.first_seen, last_seen=incident.last_seen,
+                       slug=incident.slug)
+
+
+def title_for(analysis: Analysis) -> str:
+    signature = (analysis.fingerprint.signature or "").split(" | ")[0].strip()
+    if signature and signature != ":":
+        return signature[:200]
+    if analysis.root_cause is not None:
+        return f"{analysis.root_cause.exception}: {analysis.root_cause.message}"[:200]
+    return "Crash without a recognizable error"
+
+
+def _similar(repo: Repository, match: MatchOutcome, exclude: int | None) -> list[SimilarView]:
+    from kb.core.match import SIMILAR_THRESHOLD
+
+    picked = [(i, s) for i, s in match.ranked if i != exclude and s.score >= SIMILAR_THRESHOLD]
+    picked = picked[:SIMILAR_SHOWN]
+    titles = repo.titles(i for i, _ in picked)
+    return [SimilarView(i, s.score, titles.get(i, ("?", False))[0]) for i, s in picked]
+
+
+def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: str,
+                   candidate_limit: int = 200, max_bytes: int = 256 << 20) -> UploadResult:
+    """The full answer for a log without storing anything (POST /analyze)."""
+    data = prepare_log(data, max_bytes)
+    analysis, features = analyze_log(data, overrides)
+    with db.read() as session:
+        repo = Repository(session)
+        match = find_match(repo, analysis.fingerprint, features, candidate_limit)
+        matched = repo.incident(match.incident_id) if match.incident_id else None
+        fixes, recommendation = advise(repo, matched, where_of(features), match.status)
+        return UploadResult(
+            incident=incident_ref(matched, base_url) if matched and match.status == "known" else None,
+            occurrence=None, analysis=analysis.to_dict(),
+            match=MatchView(match.status, match.incident_id, match.score, match.explanation),
+            similar=_similar(repo, match, match.incident_id if match.status == "known" else None),
+            fixes=fixes, recommendation=recommendation)
+
+
+def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: str,
+                  candidate_limit: int = 200, max_bytes: int = 256 << 20,
+                  attempts: int = 4, idempotency_key: str | None = None) -> UploadResult:
+    """Analyze, match and store one upload (POST /incidents). With an idempotency key
+    already stored, answer that upload again and store nothing."""
+    if idempotency_key:
+        with db.read() as session:
+            repo = Repository(session)
+            first = repo.occurrence_by_idempotency_key(idempotency_key)
+            if first is not None:
+                return _replay(repo, first, base_url, candidate_limit)
+    data = prepare_log(data, max_bytes)
+    analysis, features = analyze_log(data, overrides)
+    text, redactions = redact_bytes(data)
+    encoded = text.encode("utf-8", "replace")
+    log_gz = gzip.compress(encoded, compresslevel=1, mtime=0)
+    analysis_json = analysis.to_dict()
+    for attempt in range(attempts):
+        try:
+            with db.write() as session:
+                repo = Repository(session)
+                if idempotency_key:
+                    first = repo.occurrence_by_idempotency_key(idempotency_key)
+                    if first is not None:
+                        return _replay(repo, first, base_url, candidate_limit)
+                return _store(repo, analysis, analysis_json, features, overrides,
+                              log_gz, len(encoded), analysis.lines or encoded.count(b"\n"),
+                              redactions, base_url, candidate_limit, idempotency_key)
+        except IntegrityError:
+            # Another upload stored the same new fingerprint (or the same idempotency
+            # key) first: everything rolled back; look again.
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _replay(repo: Repository, first: Occurrence, base_url: str,
+            candidate_limit: int) -> UploadResult:
+    """The answer to a repeated idempotency key: the first upload's incident (where merges
+    have taken it), occurrence, analysis and match verdict; its fixes and recommendation
+    as they stand now. Stores nothing."""
+    from kb.services.queries import similar_incidents  # queries imports this module
+
+    incident = repo.incident(repo.live_incident_id(first.incident_id))
+    assert incident is not None  # occurrences are deleted with their incident
+    similar = similar_incidents(repo, incident.id, repo.fingerprints_of(incident.id),
+                                candidate_limit, SIMILAR_SHOWN)
+    status = first.match_status
+    matched_id = incident.id if status == "known" else (
+        similar[0].incident_id if status == "similar" and similar else None)
+    where = where_at(first.engine, first.engine_version, first.model_arch, first.gpu_name)
+    fixes, recommendation = advise(repo, incident, where, "known")
+    return UploadResult(
+        incident=incident_ref(incident, base_url), occurrence=OccurrenceRef(first.id),
+        analysis=first.analysis,
+        match=MatchView(status, matched_id, first.match_score or 0.0,
+                        [f"repeated upload (same Idempotency-Key): the answer of occurrence "
+                         f"#{first.id}; nothing stored again"]),
+        similar=similar, fixes=fixes, recommendation=recommendation, created=False,
+        replayed=True)
+
+
+def _store(repo: Repository, analysis: Analysis, analysis_json: dict[str, Any],
+           features: CrashFeatures, overrides: Overrides, log_gz: bytes, log_bytes: int,
+           log_lines: int, redactions: int, base_url: str, candidate_limit: int,
+           idempotency_key: str | None = None) -> UploadResult:
+    fp = analysis.fingerprint
+    now = utcnow()
+    match = find_match(repo, fp, features, candidate_limit)
+    created = match.status != "known"
+    if created:
+        incident = repo.add_incident(
+            title=title_for(analysis), engine=clip(features.engine, 40),
+            phase=clip(features.phase, 40), fingerprint_hash=fp.hash,
+            fingerprint_version=fp.version, signature=fp.signature,
+            exception=fp.exception[:300] or None, tags=[], links=[], model_archs=[],
+            gpu_families=[], occurrence_count=0, created_at=now, updated_at=now)
+        repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features), features,
+                             "upload")
+    else:
+        assert match.incident_id is not None
+        incident = repo.incident(match.incident_id)
+        assert incident is not None
+        if not match.exact:
+            # A fuzzy "known" match: route this fingerprint here from now on.
+            repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features),
+                                 features, "upload")
+    ctx = analysis.context
+    occurrence_id = repo.add_occurrence(
+        incident_id=incident.id, fingerprint_hash=fp.hash, match_status=match.status,
+        match_score=match.score, analysis=analysis_json, log_gz=log_gz, log_bytes=log_bytes,
+        log_lines=log_lines, redactions=redactions, engine=clip(ctx.engine, 40),
+        engine_version=clip(ctx.engine_version, 60), model=clip(ctx.model, 300),
+        model_arch=clip(ctx.model_arch, 120), gpu_name=clip(ctx.gpu.name, 120),
+        gpu_count=ctx.gpu.count, tp=ctx.parallel.tp, dp=ctx.parallel.dp, pp=ctx.parallel.pp,
+        ep=ctx.parallel.ep, phase=clip(analysis.phase, 40),
+        reporter=overrides.reporter, host=overrides.host, command=overrides.command,
+        exit_code=overrides.exit_code, cuda_visible_devices=overrides.cuda_visible_devices,
+        torch_version=overrides.torch_version, failure=overrides.failure,
+        idempotency_key=idempotency_key, created_at=now)
+    repo.record_occurrence_seen(incident, now)
+    repo.add_facets(incident.id, [
+        ("model_arch", ctx.model_arch), ("gpu", ctx.gpu.name),
+        ("gpu_family", gpu_family(ctx.gpu.name)),
+        ("engine_version", ctx.engine_version.lstrip("v") if ctx.engine_version else None)])
+    advised = repo.incident(match.incident_id) if match.incident_id else None
+    fixes, recommendation = advise(repo, advised, where_of(features), match.status)
+    return UploadResult(
+        incident=incident_ref(incident, base_url), occurrence=OccurrenceRef(occurrence_id),
+        analysis=analysis_json,
+        match=MatchView(match.status, match.incident_id, match.score, match.explanation),
+        similar=_similar(repo, match, incident.id if not created else None),
+        fixes=fixes, recommendation=recommendation, created=created)

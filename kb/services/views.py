@@ -1,0 +1,307 @@
+"""The typed structs services return. The JSON API serializes them as they are and the
+HTML pages render the same ones, so an answer looks the same in both. Keys are only
+ever added, never renamed (other tools read them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+
+@dataclass(slots=True)
+class IncidentRef:
+    id: int
+    url: str
+    title: str
+    occurrences: int
+    first_seen: datetime | None
+    last_seen: datetime | None
+    slug: str | None = None
+
+
+@dataclass(slots=True)
+class OccurrenceRef:
+    id: int
+
+
+@dataclass(slots=True)
+class MatchView:
+    status: str  # known | similar | new
+    incident_id: int | None
+    score: float
+    explanation: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SimilarView:
+    incident_id: int
+    score: float
+    title: str
+
+
+@dataclass(slots=True)
+class FixView:
+    id: int
+    incident_id: int
+    title: str
+    kind: str
+    description: str | None
+    change: dict[str, Any]
+    applies_to: dict[str, Any]
+    worked: int
+    failed: int
+    worked_here: int = 0  # outcomes on the same engine version and model arch as the crash
+    failed_here: int = 0
+    seeded: bool = False
+    edited_at: datetime | None = None  # last edit by a person (PATCH /fixes/{id})
+
+
+@dataclass(slots=True)
+class RecommendationView:
+    path: str  # patch | switch_engine | investigate
+    fix_id: int | None
+    reason: str
+    engine: str | None = None
+    engine_version: str | None = None
+
+
+@dataclass(slots=True)
+class UploadResult:
+    """Answer of POST /incidents (stored) and POST /analyze (`incident`/`occurrence`
+    are the matched incident and None when nothing is stored)."""
+
+    incident: IncidentRef | None
+    occurrence: OccurrenceRef | None
+    analysis: dict[str, Any]
+    match: MatchView
+    similar: list[SimilarView]
+    fixes: list[FixView]
+    recommendation: RecommendationView
+    created: bool = False  # a new incident was created (HTTP 201)
+    # A repeated Idempotency-Key: the answer of the upload stored first, nothing stored now.
+    replayed: bool = False
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Occurrences per UTC day, oldest first: counts[0] is `start`, the last is today."""
+
+    start: date
+    days: int
+    counts: list[int]
+
+
+@dataclass(slots=True)
+class IncidentSummary:
+    """A row of the incident list."""
+
+    id: int
+    url: str
+    title: str
+    slug: str | None
+    signature: str | None
+    engine: str | None
+    phase: str | None
+    tags: list[str]
+    occurrences: int
+    fixes: int
+    recommended_path: str
+    engine_limitation: bool
+    seeded: bool
+    first_seen: datetime | None
+    last_seen: datetime | None
+    # What the occurrences (and curated seeds) say it was seen on, sorted.
+    versions: list[str] = field(default_factory=list)
+    model_archs: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    timeline: Timeline | None = None
+
+
+@dataclass(slots=True)
+class IncidentList:
+    items: list[IncidentSummary]
+    total: int
+    page: int
+    per_page: int
+    filters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class OccurrenceView:
+    id: int
+    created_at: datetime
+    match_status: str
+    match_score: float | None
+    fingerprint_hash: str | None
+    engine: str | None
+    engine_version: str | None
+    model: str | None
+    model_arch: str | None
+    gpu_name: str | None
+    gpu_count: int | None
+    tp: int | None
+    dp: int | None
+    pp: int | None
+    ep: int | None
+    phase: str | None
+    reporter: str | None
+    host: str | None
+    command: str | None
+    exit_code: int | None
+    log_bytes: int
+    log_lines: int
+    log_url: str
+    cuda_visible_devices: str | None = None
+    torch_version: str | None = None
+    failure: str | None = None  # exit | hang | not_ready (sent by `kb run`)
+
+
+@dataclass(slots=True)
+class LinkedIncident:
+    id: int
+    url: str
+    title: str
+    engine_limitation: bool = False
+
+
+@dataclass(slots=True)
+class FingerprintView:
+    version: str
+    hash: str
+    source: str
+    exception: str
+    message_template: str
+    frames: list[str]
+    engine: str | None
+    engine_version: str | None
+    model_arch: str | None
+
+
+@dataclass(slots=True)
+class IncidentDetail:
+    id: int
+    url: str
+    slug: str | None
+    title: str
+    notes: str | None
+    tags: list[str]
+    summary: str | None
+    links: list[str]
+    engine: str | None
+    affected_versions: str | None
+    fixed_in: str | None
+    model_archs: list[str]
+    gpu_families: list[str]
+    phase: str | None
+    engine_limitation: bool
+    seeded: bool
+    signature: str | None
+    exception: str | None
+    fingerprint_hash: str | None
+    fingerprint_version: str | None
+    occurrence_count: int
+    first_seen: datetime | None
+    last_seen: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    merged_into: LinkedIncident | None
+    next: LinkedIncident | None
+    chain: list[LinkedIncident]  # the crashes known to follow once this one is fixed
+    previous: list[LinkedIncident]  # incidents whose fix leads here
+    fingerprints: list[FingerprintView]
+    occurrences: list[OccurrenceView]
+    fixes: list[FixView]
+    similar: list[SimilarView]
+    recommendation: RecommendationView
+    # The stored analysis (`kb analyze --json`) of the newest occurrence: root-cause
+    # traceback, wrapper errors, timing. None for incidents never uploaded (seeds).
+    analysis: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class OutcomeView:
+    id: int
+    fix_id: int
+    worked: bool
+    note: str | None
+    engine: str | None
+    engine_version: str | None
+    model_arch: str | None
+    gpu: str | None
+    reporter: str | None
+    created_at: datetime
+    fix: FixView | None = None
+
+
+@dataclass(slots=True)
+class Health:
+    status: str
+    database: str
+    version: str
+    schema_revision: str | None = None
+
+
+# ---- inputs (JSON bodies) ----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class IncidentPatch:
+    title: str | None = None
+    notes: str | None = None
+    tags: list[str] | None = None
+
+
+@dataclass(slots=True)
+class NewFix:
+    title: str
+    kind: str
+    description: str | None = None
+    change: dict[str, Any] = field(default_factory=dict)
+    applies_to: dict[str, Any] = field(default_factory=dict)
+    author: str | None = None
+
+
+@dataclass(slots=True)
+class FixPatch:
+    """PATCH /fixes/{id}: the fields given are changed, the others kept."""
+
+    title: str | None = None
+    kind: str | None = None
+    description: str | None = None
+    change: dict[str, Any] | None = None
+    applies_to: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class NewOutcome:
+    worked: bool
+    note: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    model_arch: str | None = None
+    gpu: str | None = None
+    reporter: str | None = None
+
+
+@dataclass(slots=True)
+class MergeRequest:
+    into: int
+
+
+@dataclass(slots=True)
+class ListQuery:
+    """GET /incidents parameters."""
+
+    q: str | None = None
+    engine: str | None = None
+    version: str | None = None
+    model_arch: str | None = None
+    gpu: str | None = None
+    phase: str | None = None
+    has_fix: bool | None = None
+    path: str | None = None
+    tag: str | None = None
+    sort: str = "last_seen"  # last_seen | occurrences | created | id
+    page: int = 1
+    per_page: int = 50

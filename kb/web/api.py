@@ -1,0 +1,228 @@
+"""The JSON API. Each handler parses its input, calls one service function in a worker
+thread (analysis and database work never run on the event loop) and returns the
+service's struct. Errors are mapped to HTTP in kb/web/app.py, in one place."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Annotated as Q
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from litestar import Request, Response, get, patch, post
+from litestar.connection import ASGIConnection
+from litestar.datastructures import State
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
+from litestar.params import FromPath, JSONBody, QueryParameter
+
+from kb.config import Settings
+from kb.db.session import Database
+from kb.services import curate, ingest, queries
+from kb.services.views import (
+    FixPatch,
+    FixView,
+    Health,
+    IncidentDetail,
+    IncidentList,
+    IncidentPatch,
+    ListQuery,
+    MergeRequest,
+    NewFix,
+    NewOutcome,
+    OutcomeView,
+    UploadResult,
+)
+from kb.web.uploads import read_upload
+
+T = TypeVar("T")
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_DOC = (
+    " Send a header `Idempotency-Key: <unique string>` (at most 200 printable ASCII "
+    "characters) to make retries safe: an upload whose key was already stored is answered "
+    "with that first upload's incident and occurrence (200, `replayed: true`) and stores "
+    "nothing."
+)
+
+
+def settings_of(state: State) -> Settings:
+    return state.settings  # type: ignore[no-any-return]
+
+
+def db_of(state: State) -> Database:
+    return state.db  # type: ignore[no-any-return]
+
+
+async def in_thread(state: State, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await anyio.to_thread.run_sync(partial(func, *args, **kwargs),
+                                          limiter=state.get("limiter"))
+
+
+def base_url(request: Request) -> str:
+    public = settings_of(request.app.state).public_url
+    return (public or str(request.base_url)).rstrip("/")
+
+
+def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """Writes need `Authorization: Bearer <token>` when KB_API_TOKENS is set."""
+    tokens = settings_of(connection.app.state).api_tokens
+    if not tokens:
+        return
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() == "bearer" and token and any(
+            hmac.compare_digest(token.encode(), t.encode()) for t in tokens):
+        return
+    raise NotAuthorizedException(detail="this write needs Authorization: Bearer <token> "
+                                        "(KB_API_TOKENS is set)",
+                                 headers={"WWW-Authenticate": 'Bearer realm="crash-kb"'})
+
+
+UPLOAD_DOC = (
+    "Send the log as multipart/form-data in field `log` (`curl -F log=@vllm.log ...`), "
+    "or as the raw body (text/plain, application/gzip, or Content-Encoding: gzip). "
+    "Optional form fields (or query parameters) override what the log says: "
+    + ", ".join(ingest.OVERRIDE_FIELDS) + " (`failure` is one of "
+    + ", ".join(ingest.FAILURES) + "). Errors: 400 empty or missing log, 413 too "
+    "large (KB_MAX_UPLOAD_MB), 415 unsupported media type, 422 not a text log, 503 "
+    "database unavailable (Retry-After)."
+)
+
+
+@dataclass
+class UploadOperation(Operation):
+    """OpenAPI for the upload routes: the body is read by hand (streamed, size-checked),
+    so describe it here."""
+
+    def __post_init__(self) -> None:
+        fields = {name: Schema(type=OpenAPIType.STRING) for name in ingest.OVERRIDE_FIELDS}
+        self.request_body = RequestBody(required=True, content={
+            "multipart/form-data": OpenAPIMediaType(schema=Schema(
+                type=OpenAPIType.OBJECT, required=["log"],
+                properties={"log": Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY),
+                            **fields})),
+            "text/plain": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING)),
+            "application/gzip": OpenAPIMediaType(schema=Schema(type=OpenAPIType.STRING,
+                                                               format=OpenAPIFormat.BINARY)),
+        })
+
+
+async def _upload_input(request: Request) -> tuple[bytes, ingest.Overrides]:
+    settings = settings_of(request.app.state)
+    data, fields = await read_upload(request, settings.max_upload_bytes)
+    values: dict[str, Any] = {k: v for k, v in request.query_params.items()
+                              if k in ingest.OVERRIDE_FIELDS}
+    values.update(fields)
+    return data, ingest.parse_overrides(values)
+
+
+@post("/incidents", guards=[require_token], request_max_body_size=None,
+      operation_class=UploadOperation,
+      summary="Upload a crash log", description=UPLOAD_DOC + IDEMPOTENCY_DOC, tags=["incidents"],
+      responses={200: ResponseSpec(UploadResult, description="matched a known incident"),
+                 201: ResponseSpec(UploadResult, description="stored as a new incident")})
+async def upload_incident(request: Request, state: State) -> Response[UploadResult]:
+    key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
+    data, overrides = await _upload_input(request)
+    settings = settings_of(state)
+    result = await in_thread(state, ingest.ingest_upload, db_of(state), data, overrides,
+                             base_url=base_url(request),
+                             candidate_limit=settings.match_candidates,
+                             max_bytes=settings.max_upload_bytes, idempotency_key=key)
+    return Response(result, status_code=201 if result.created else 200)
+
+
+@post("/analyze", request_max_body_size=None, status_code=200, tags=["incidents"],
+      operation_class=UploadOperation,
+      summary="Analyze and match a crash log without storing it", description=UPLOAD_DOC)
+async def analyze_log(request: Request, state: State) -> UploadResult:
+    data, overrides = await _upload_input(request)
+    settings = settings_of(state)
+    return await in_thread(state, ingest.analyze_upload, db_of(state), data, overrides,
+                           base_url=base_url(request), candidate_limit=settings.match_candidates,
+                           max_bytes=settings.max_upload_bytes)
+
+
+@get("/incidents", tags=["incidents"], summary="Search and filter incidents")
+async def list_incidents(
+    request: Request, state: State,
+    q: Q[str | None, QueryParameter(description="text in title, signature, summary, notes")] = None,
+    engine: Q[str | None, QueryParameter(description="vllm, sglang, ...")] = None,
+    version: Q[str | None, QueryParameter(description="engine version seen or affected")] = None,
+    model_arch: Q[str | None, QueryParameter(description="HF model_type, e.g. kimi_k2")] = None,
+    gpu: Q[str | None, QueryParameter(description="GPU name (substring) or family")] = None,
+    phase: Q[str | None, QueryParameter(description="crash phase")] = None,
+    has_fix: Q[bool | None, QueryParameter(description="only incidents with (or without) a fix")] = None,
+    path: Q[str | None, QueryParameter(description="patch | switch_engine | investigate")] = None,
+    tag: Q[str | None, QueryParameter(description="a tag")] = None,
+    sort: Q[str, QueryParameter(description="last_seen | occurrences | created | id | title")] = "last_seen",
+    page: Q[int, QueryParameter(ge=1)] = 1,
+    per_page: Q[int, QueryParameter(ge=1, le=200)] = 50,
+) -> IncidentList:
+    query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
+                      phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
+                      per_page=per_page)
+    return await in_thread(state, queries.list_incidents, db_of(state), query,
+                           base_url=base_url(request))
+
+
+@get("/incidents/{incident_id:int}", tags=["incidents"],
+     summary="One incident with its occurrences, fixes and similar incidents")
+async def get_incident(request: Request, state: State, incident_id: FromPath[int]) -> IncidentDetail:
+    return await in_thread(state, queries.incident_detail, db_of(state), incident_id,
+                           base_url=base_url(request),
+                           candidate_limit=settings_of(state).match_candidates)
+
+
+@patch("/incidents/{incident_id:int}", guards=[require_token], tags=["curation"],
+       summary="Edit an incident's title, notes or tags")
+async def patch_incident(request: Request, state: State, incident_id: FromPath[int],
+                         data: JSONBody[IncidentPatch]) -> IncidentDetail:
+    return await in_thread(state, curate.patch_incident, db_of(state), incident_id, data,
+                           base_url=base_url(request))
+
+
+@post("/incidents/{incident_id:int}/fixes", guards=[require_token], status_code=201,
+      tags=["curation"], summary="Add a fix to an incident")
+async def add_fix(state: State, incident_id: FromPath[int], data: JSONBody[NewFix]) -> FixView:
+    return await in_thread(state, curate.add_fix, db_of(state), incident_id, data)
+
+
+@patch("/fixes/{fix_id:int}", guards=[require_token], tags=["curation"],
+       summary="Edit a fix's title, kind, description, change or applies_to")
+async def edit_fix(state: State, fix_id: FromPath[int], data: JSONBody[FixPatch]) -> FixView:
+    return await in_thread(state, curate.edit_fix, db_of(state), fix_id, data)
+
+
+@post("/fixes/{fix_id:int}/outcomes", guards=[require_token], status_code=201,
+      tags=["curation"], summary="Report whether a fix worked, and where")
+async def add_outcome(state: State, fix_id: FromPath[int], data: JSONBody[NewOutcome]) -> OutcomeView:
+    return await in_thread(state, curate.add_outcome, db_of(state), fix_id, data)
+
+
+@post("/incidents/{incident_id:int}/merge", guards=[require_token], status_code=200,
+      tags=["curation"], summary="Merge a duplicate incident into another one")
+async def merge_incident(request: Request, state: State, incident_id: FromPath[int],
+                         data: JSONBody[MergeRequest]) -> IncidentDetail:
+    return await in_thread(state, curate.merge_incident, db_of(state), incident_id, data,
+                           base_url=base_url(request))
+
+
+@get("/occurrences/{occurrence_id:int}/log", tags=["incidents"], media_type="text/plain",
+     summary="The stored (redacted) log of one upload")
+async def occurrence_log(state: State, occurrence_id: FromPath[int]) -> str:
+    return await in_thread(state, queries.occurrence_log, db_of(state), occurrence_id)
+
+
+@get("/healthz", tags=["service"], summary="Liveness and database reachability")
+async def healthz(state: State) -> Health:
+    return await in_thread(state, queries.health, db_of(state))
+
+
+ROUTES = [upload_incident, analyze_log, list_incidents, get_incident, patch_incident, add_fix,
+          edit_fix, add_outcome, merge_incident, occurrence_log, healthz]

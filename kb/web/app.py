@@ -1,0 +1,101 @@
+"""The Litestar application: routes, settings and database on app.state, and the one
+place where service and storage errors become HTTP answers."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import anyio
+from litestar import Litestar, MediaType, Request, Response
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from litestar.openapi import OpenAPIConfig
+from sqlalchemy import exc as sa_exc
+
+from kb import __version__
+from kb.config import Settings
+from kb.db.session import Database
+from kb.services.errors import ServiceError
+from kb.web import api
+
+log = logging.getLogger("kb.web")
+
+RETRY_AFTER_SECONDS = 5
+# Storage failures that mean "the database is not answering": retry later.
+UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError,
+               sa_exc.DisconnectionError)
+
+
+def _error(status: int, detail: str, headers: dict[str, str] | None = None,
+           extra: Any = None) -> Response[Any]:
+    body: dict[str, Any] = {"status_code": status, "detail": detail}
+    if extra:
+        body["extra"] = extra  # e.g. which JSON field failed validation
+    return Response(body, status_code=status, headers=headers, media_type=MediaType.JSON)
+
+
+def on_service_error(_: Request, exc: ServiceError) -> Response[Any]:
+    return _error(exc.status_code, exc.detail)
+
+
+def on_storage_error(request: Request, exc: Exception) -> Response[Any]:
+    if isinstance(exc, UNAVAILABLE) or (isinstance(exc, sa_exc.DBAPIError)
+                                        and exc.connection_invalidated):
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return _error(503, "the database is unavailable; nothing was stored, retry later",
+                      {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if isinstance(exc, sa_exc.DataError):
+        return _error(400, "a value is out of range for the database")
+    log.exception("storage error on %s %s", request.method, request.url.path)
+    return _error(500, "internal storage error")
+
+
+def on_http_exception(_: Request, exc: HTTPException) -> Response[Any]:
+    return _error(exc.status_code, exc.detail, dict(exc.headers or {}) or None,
+                  getattr(exc, "extra", None))
+
+
+def _optional_routes(module_name: str) -> list[Any]:
+    """Routes of modules other parts of the project add (the HTML pages)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return []
+        raise
+    return list(getattr(module, "ROUTES", []))
+
+
+def create_app(settings: Settings | None = None, db: Database | None = None) -> Litestar:
+    """The app for `settings` (default: from KB_* variables). The database is not
+    touched here: an unreachable database makes requests answer 503, not the start fail."""
+    settings = settings or Settings.from_env()
+    owns_db = db is None
+    db = db or Database(settings.database_url, pool_size=settings.db_pool_size)
+
+    async def on_startup(app: Litestar) -> None:
+        app.state.limiter = anyio.CapacityLimiter(settings.threads)
+
+    async def on_shutdown(app: Litestar) -> None:
+        if app.state.get("owns_db"):
+            app.state.db.dispose()
+
+    return Litestar(
+        route_handlers=[*api.ROUTES, *_optional_routes("kb.web.pages")],
+        state=State({"settings": settings, "db": db, "owns_db": owns_db}),
+        on_startup=[on_startup],
+        on_shutdown=[on_shutdown],
+        exception_handlers={
+            ServiceError: on_service_error,
+            sa_exc.SQLAlchemyError: on_storage_error,
+            HTTPException: on_http_exception,
+        },
+        openapi_config=OpenAPIConfig(title="Crash KB", version=__version__, path="/schema",
+                                     description="Crash knowledge base for LLM inference "
+                                                 "engines: upload a crash log, get the root "
+                                                 "cause, known fixes and a recommendation."),
+        debug=False,
+    )

@@ -1,0 +1,438 @@
+"""The team's HTML pages: browse, read, upload and curate incidents.
+
+Server-rendered with Jinja (autoescape on: log text is always escaped). Every page
+renders the same structs the JSON API returns (kb.services.views), obtained from the
+same service functions (kb.services.queries / curate / ingest); forms post to /ui
+routes that call those functions and redirect back (Post/Redirect/Get).
+
+Writes honour KB_API_TOKENS: when tokens are set, the browser signs in once at
+/ui/signin with a token, kept in an HttpOnly, SameSite=Strict cookie that every UI
+write checks exactly like the API checks `Authorization: Bearer <token>`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from litestar import MediaType, Request, Response, get, post
+from litestar.datastructures import Cookie, State
+from litestar.params import FromPath
+from litestar.response import Redirect
+from litestar.static_files import create_static_files_router
+
+from kb.core.recommend import FIX_KINDS, PATHS
+from kb.core.records import PHASES
+from kb.services import curate, ingest, queries
+from kb.services.errors import InvalidInput, ServiceError, TooLarge
+from kb.services.queries import TIMELINE_DAYS
+from kb.services.views import (
+    FixPatch,
+    IncidentList,
+    IncidentPatch,
+    ListQuery,
+    MergeRequest,
+    NewFix,
+    NewOutcome,
+)
+from kb.web.api import base_url, db_of, in_thread, settings_of
+
+HERE = Path(__file__).parent
+TOKEN_COOKIE = "kb_token"
+ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "pytorch")
+FORM_SLACK = 256 * 1024
+
+_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _when(value: datetime | str | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+_env.filters["when"] = _when
+_env.filters["duration"] = _duration
+_env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+
+
+# ---- rendering ----------------------------------------------------------------------
+
+
+def _signed_in(request: Request) -> bool:
+    tokens = settings_of(request.app.state).api_tokens
+    token = request.cookies.get(TOKEN_COOKIE, "")
+    return bool(token) and any(hmac.compare_digest(token.encode(), t.encode()) for t in tokens)
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response[str]:
+    tokens_required = bool(settings_of(request.app.state).api_tokens)
+    html = _env.get_template(template).render(
+        request_path=request.url.path, tokens_required=tokens_required,
+        signed_in=_signed_in(request) if tokens_required else False,
+        message=request.query_params.get("msg"), **context)
+    return Response(html, status_code=status_code, media_type=MediaType.HTML)
+
+
+def error_page(request: Request, status: int, detail: str) -> Response[str]:
+    return render(request, "error.html", status_code=status, status=status, detail=detail)
+
+
+def see_other(path: str, msg: str | None = None) -> Redirect:
+    if msg:
+        anchor = ""
+        if "#" in path:
+            path, anchor = path.split("#", 1)
+            anchor = "#" + anchor
+        path = f"{path}{'&' if '?' in path else '?'}{urlencode({'msg': msg})}{anchor}"
+    return Redirect(path=path, status_code=303)
+
+
+def may_write(request: Request) -> bool:
+    """The same rule as the API's require_token, with the token from the UI cookie."""
+    tokens = settings_of(request.app.state).api_tokens
+    return not tokens or _signed_in(request)
+
+
+def need_token(request: Request) -> Response[str]:
+    back = request.headers.get("referer", "")
+    path = "/" + back.split("://", 1)[-1].split("/", 1)[-1] if back else "/ui/incidents"
+    return render(request, "signin.html", status_code=401, next=_safe_next(path),
+                  error="This change needs an API token (KB_API_TOKENS is set): sign in first. "
+                        "Your change was not saved.")
+
+
+def _safe_next(path: str | None) -> str:
+    return path if path and path.startswith("/ui/") and "//" not in path else "/ui/incidents"
+
+
+# ---- list presentation ----------------------------------------------------------------
+
+
+def sparkline(daily: list[int], width: int = 120, height: int = 24) -> dict[str, Any]:
+    """Bars of an inline SVG chart of daily counts (sparse counts read better as bars
+    than as a line); days without occurrences show as a thin baseline."""
+    top = max(daily) or 1
+    slot = width / max(1, len(daily))
+    bars = []
+    for i, n in enumerate(daily):
+        h = max(1.0, round(n / top * (height - 2), 1)) if n else 0.0
+        bars.append({"x": round(i * slot, 1), "y": round(height - h, 1), "w": round(max(1.0, slot - 1), 1),
+                     "h": h, "n": n})
+    return {"bars": [b for b in bars if b["n"]], "width": width, "height": height,
+            "total": sum(daily), "peak": max(daily), "days": len(daily)}
+
+
+# ---- read pages -------------------------------------------------------------------
+
+
+@get("/", include_in_schema=False)
+async def home() -> Redirect:
+    return Redirect(path="/ui/incidents", status_code=302)
+
+
+def _opt(params: Any, name: str) -> str | None:
+    value = (params.get(name) or "").strip()
+    return value or None
+
+
+@get("/ui/incidents", include_in_schema=False)
+async def incident_list_page(request: Request, state: State) -> Response[str]:
+    params = request.query_params
+    has_fix = {"yes": True, "no": False}.get(params.get("has_fix") or "")
+    try:
+        page = max(1, int(params.get("page") or 1))
+    except ValueError:
+        page = 1
+    query = ListQuery(q=_opt(params, "q"), engine=_opt(params, "engine"),
+                      version=_opt(params, "version"), model_arch=_opt(params, "model_arch"),
+                      gpu=_opt(params, "gpu"), phase=_opt(params, "phase"), has_fix=has_fix,
+                      path=_opt(params, "path"), tag=_opt(params, "tag"),
+                      sort=params.get("sort") if params.get("sort") in ("last_seen", "occurrences") else "last_seen",
+                      page=page, per_page=50)
+    try:
+        listing: IncidentList = await in_thread(state, queries.list_incidents, db_of(state), query,
+                                                base_url=base_url(request))
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    rows = [(item, sparkline(item.timeline.counts if item.timeline else [0] * TIMELINE_DAYS))
+            for item in listing.items]
+    form = {k: params.get(k) or "" for k in ("q", "engine", "version", "model_arch", "gpu",
+                                             "phase", "path", "has_fix", "tag")}
+    form["sort"] = query.sort
+    keep = {k: v for k, v in form.items() if v}
+    pages = -(-listing.total // listing.per_page) if listing.total else 1
+
+    def page_url(n: int) -> str:
+        return "/ui/incidents?" + urlencode({**keep, "page": n})
+
+    return render(request, "list.html", listing=listing, rows=rows, form=form, engines=ENGINES,
+                  phases=PHASES, paths=PATHS, pages=pages,
+                  prev_url=page_url(page - 1) if page > 1 else None,
+                  next_url=page_url(page + 1) if page < pages else None,
+                  filtered=any(v for k, v in form.items() if k != "sort"),
+                  spark_days=TIMELINE_DAYS)
+
+
+@get("/ui/incidents/{incident_id:int}", include_in_schema=False)
+async def incident_detail_page(request: Request, state: State, incident_id: FromPath[int]) -> Response[str]:
+    try:
+        detail = await in_thread(state, queries.incident_detail, db_of(state), incident_id,
+                                 base_url=base_url(request),
+                                 candidate_limit=settings_of(state).match_candidates)
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    latest = detail.occurrences[0] if detail.occurrences else None
+    return render(request, "detail.html", d=detail, analysis=detail.analysis, latest=latest,
+                  fix_kinds=FIX_KINDS, may_write=may_write(request))
+
+
+# ---- upload -----------------------------------------------------------------------
+
+
+@get("/ui/upload", include_in_schema=False)
+async def upload_page(request: Request) -> Response[str]:
+    return render(request, "upload.html", result=None, form={}, may_write=may_write(request))
+
+
+async def _upload_form(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:
+    raw = request.headers.get("content-length")
+    if raw and raw.isdigit() and int(raw) > limit + FORM_SLACK:
+        raise TooLarge(f"the upload is larger than {limit // (1024 * 1024)} MiB (KB_MAX_UPLOAD_MB)")
+    form = await request.form()
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    data = b""
+    upload = form.get("log")
+    if upload is not None and not isinstance(upload, str):
+        data = await upload.read()
+    if not data.strip():
+        data = fields.get("text", "").replace("\r\n", "\n").encode("utf-8")
+    if not data.strip():
+        raise InvalidInput("choose a log file or paste the log text")
+    return data, fields
+
+
+@post("/ui/upload", include_in_schema=False, request_max_body_size=None)
+async def upload_submit(request: Request, state: State) -> Response[str]:
+    settings = settings_of(state)
+    fields: dict[str, str] = {}
+    try:
+        data, fields = await _upload_form(request, settings.max_upload_bytes)
+        store = fields.get("mode", "store") != "analyze"
+        if store and not may_write(request):
+            return need_token(request)
+        overrides = ingest.parse_overrides(fields)
+        func_ = ingest.ingest_upload if store else ingest.analyze_upload
+        result = await in_thread(state, func_, db_of(state), data, overrides,
+                                 base_url=base_url(request),
+                                 candidate_limit=settings.match_candidates,
+                                 max_bytes=settings.max_upload_bytes)
+    except ServiceError as exc:
+        form = {k: v for k, v in fields.items() if k != "text"}
+        return render(request, "upload.html", status_code=exc.status_code, result=None,
+                      form=form, error=exc.detail, may_write=may_write(request))
+    status = 201 if result.created else 200
+    return render(request, "upload.html", status_code=status, result=result, stored=store,
+                  form={}, may_write=may_write(request))
+
+
+# ---- curation (Post/Redirect/Get) -----------------------------------------------------
+
+
+async def _form(request: Request) -> dict[str, str]:
+    form = await request.form()
+    return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
+
+
+@post("/ui/incidents/{incident_id:int}/edit", include_in_schema=False)
+async def edit_incident(request: Request, state: State, incident_id: FromPath[int]) -> Response[Any]:
+    if not may_write(request):
+        return need_token(request)
+    form = await _form(request)
+    tags = [t for t in form.get("tags", "").replace("\n", ",").split(",") if t.strip()]
+    patch = IncidentPatch(title=form.get("title"), notes=form.get("notes", ""), tags=tags)
+    try:
+        await in_thread(state, curate.patch_incident, db_of(state), incident_id, patch,
+                        base_url=base_url(request))
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    return see_other(f"/ui/incidents/{incident_id}", "Saved.")
+
+
+def _applies_to(form: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("engine", "versions", "model_arch", "gpu"):
+        if form.get(f"applies_{key}"):
+            out[key] = form[f"applies_{key}"]
+    return out
+
+
+def _change(text: str, name: str = "change") -> dict[str, Any]:
+    """`key=value` lines (or a JSON object) describing what the fix changes (or, in the
+    edit form, where it applies)."""
+    text = text.strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{name} is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{name} must be a JSON object")
+        return value
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(f"{name} lines must look like key=value, got {line.strip()[:60]!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def as_form_text(value: dict[str, Any]) -> str:
+    """A fix's change / applies_to for the edit form: key=value lines when every value is
+    plain text (what the add form writes), else JSON (lists, numbers, nesting survive)."""
+    if not value:
+        return ""
+    if all(isinstance(v, str) and "\n" not in v for v in value.values()) \
+            and all("=" not in k and k.strip() == k and k for k in value):
+        return "\n".join(f"{k}={v}" for k, v in value.items())
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+_env.filters["form_text"] = as_form_text
+
+
+@post("/ui/incidents/{incident_id:int}/fixes", include_in_schema=False)
+async def add_fix(request: Request, state: State, incident_id: FromPath[int]) -> Response[Any]:
+    if not may_write(request):
+        return need_token(request)
+    form = await _form(request)
+    try:
+        new = NewFix(title=form.get("title", ""), kind=form.get("kind", ""),
+                     description=form.get("description") or None, change=_change(form.get("change", "")),
+                     applies_to=_applies_to(form), author=form.get("author") or None)
+        fix = await in_thread(state, curate.add_fix, db_of(state), incident_id, new)
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    return see_other(f"/ui/incidents/{fix.incident_id}#fix-{fix.id}", "Fix added.")
+
+
+@post("/ui/fixes/{fix_id:int}/edit", include_in_schema=False)
+async def edit_fix(request: Request, state: State, fix_id: FromPath[int]) -> Response[Any]:
+    if not may_write(request):
+        return need_token(request)
+    form = await _form(request)
+    try:
+        patch = FixPatch(title=form.get("title", ""), kind=form.get("kind", ""),
+                         description=form.get("description", ""),
+                         change=_change(form.get("change", "")),
+                         applies_to=_change(form.get("applies_to", ""), "applies to"))
+        fix = await in_thread(state, curate.edit_fix, db_of(state), fix_id, patch)
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    return see_other(f"/ui/incidents/{fix.incident_id}#fix-{fix.id}", "Fix saved.")
+
+
+@post("/ui/fixes/{fix_id:int}/outcomes", include_in_schema=False)
+async def add_outcome(request: Request, state: State, fix_id: FromPath[int]) -> Response[Any]:
+    if not may_write(request):
+        return need_token(request)
+    form = await _form(request)
+    if form.get("worked") not in ("1", "0"):
+        return error_page(request, 400, "say whether the fix worked (worked=1) or not (worked=0)")
+    new = NewOutcome(worked=form["worked"] == "1", note=form.get("note") or None,
+                     engine=form.get("engine") or None,
+                     engine_version=form.get("engine_version") or None,
+                     model_arch=form.get("model_arch") or None, gpu=form.get("gpu") or None,
+                     reporter=form.get("reporter") or None)
+    try:
+        outcome = await in_thread(state, curate.add_outcome, db_of(state), fix_id, new)
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    incident_id = outcome.fix.incident_id if outcome.fix else None
+    if incident_id is None:
+        return see_other("/ui/incidents", "Outcome recorded.")
+    return see_other(f"/ui/incidents/{incident_id}#fix-{fix_id}",
+                     f"Recorded: fix #{fix_id} {'worked' if new.worked else 'failed'}.")
+
+
+@post("/ui/incidents/{incident_id:int}/merge", include_in_schema=False)
+async def merge_incident(request: Request, state: State, incident_id: FromPath[int]) -> Response[Any]:
+    if not may_write(request):
+        return need_token(request)
+    form = await _form(request)
+    try:
+        into = int(form.get("into", ""))
+    except ValueError:
+        return error_page(request, 400, "give the number of the incident to merge into")
+    try:
+        target = await in_thread(state, curate.merge_incident, db_of(state), incident_id,
+                                 MergeRequest(into=into), base_url=base_url(request))
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    return see_other(f"/ui/incidents/{target.id}", f"Merged #{incident_id} into #{target.id}.")
+
+
+# ---- sign in with a token -------------------------------------------------------------
+
+
+@get("/ui/signin", include_in_schema=False)
+async def signin_page(request: Request) -> Response[str]:
+    return render(request, "signin.html", next=_safe_next(request.query_params.get("next")),
+                  error=None)
+
+
+@post("/ui/signin", include_in_schema=False)
+async def signin(request: Request) -> Response[Any]:
+    form = await _form(request)
+    tokens = settings_of(request.app.state).api_tokens
+    token, nxt = form.get("token", ""), _safe_next(form.get("next"))
+    if tokens and not any(hmac.compare_digest(token.encode(), t.encode()) for t in tokens):
+        return render(request, "signin.html", status_code=401, next=nxt,
+                      error="That token is not one of KB_API_TOKENS.")
+    response = see_other(nxt, "Signed in.")
+    response.cookies.append(Cookie(key=TOKEN_COOKIE, value=token, path="/", httponly=True,
+                                   samesite="strict", max_age=30 * 24 * 3600,
+                                   secure=request.url.scheme == "https"))
+    return response
+
+
+@post("/ui/signout", include_in_schema=False)
+async def signout(request: Request) -> Response[Any]:
+    response = see_other("/ui/incidents", "Signed out.")
+    response.cookies.append(Cookie(key=TOKEN_COOKIE, value="", path="/", max_age=0,
+                                   httponly=True, samesite="strict"))
+    return response
+
+
+static = create_static_files_router(path="/ui/static", directories=[HERE / "static"],
+                                    include_in_schema=False, name="ui-static")
+
+ROUTES = [home, incident_list_page, incident_detail_page, upload_page, upload_submit,
+          edit_incident, add_fix, edit_fix, add_outcome, merge_incident, signin_page, signin, signout,
+          static]
+
+__all__ = ["ROUTES", "as_form_text", "sparkline"]

@@ -1,0 +1,129 @@
+"""Read an uploaded log from a request: multipart (field `log`), a raw text/plain or gzip
+body. The size limit is checked on Content-Length before anything is read and again
+while the body streams in, so an oversized upload costs no more than the limit."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+from litestar import Request
+from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMultipartParser
+
+from kb.services.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from kb.services.ingest import OVERRIDE_FIELDS
+
+MULTIPART_SLACK = 256 * 1024  # boundaries, headers and the override fields
+RAW_TYPES = {"text/plain", "text/x-log", "application/gzip", "application/x-gzip",
+             "application/octet-stream", ""}
+ACCEPTED = "multipart/form-data (field 'log'), text/plain, application/gzip"
+
+
+def _too_large(limit: int) -> TooLarge:
+    return TooLarge(f"the upload is larger than {limit // (1024 * 1024)} MiB (KB_MAX_UPLOAD_MB)")
+
+
+def _content_type(request: Request) -> tuple[str, dict[str, str]]:
+    from litestar._multipart import parse_content_header
+
+    return parse_content_header(request.headers.get("content-type", ""))
+
+
+def _check_length(request: Request, limit: int) -> None:
+    raw = request.headers.get("content-length")
+    if raw is None:
+        return
+    try:
+        length = int(raw)
+    except ValueError:
+        raise InvalidInput(f"invalid Content-Length {raw!r}") from None
+    if length > limit:
+        raise _too_large(limit)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(limit)
+    return bytes(body)
+
+
+async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[bytes | None, dict[str, str]]:
+    fields: dict[str, str] = {}
+    log: bytearray | None = None
+    files: list[str] = []
+    received = 0
+    current: MultipartSegment | None = None
+    buffer = bytearray()
+    try:
+        with PushMultipartParser(boundary, max_segment_count=64,
+                                 max_segment_size=limit + 1) as parser:
+            # request.stream() ends with b"", which tells the parser the input ended.
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > limit + MULTIPART_SLACK:
+                    raise _too_large(limit)
+                for part in parser.parse(chunk):
+                    if isinstance(part, MultipartSegment):
+                        current = part
+                        buffer = bytearray()
+                    elif part:
+                        buffer += part
+                        if current is not None and current.name != "log" and len(buffer) > 64 * 1024:
+                            raise InvalidInput(f"form field {current.name!r} is too long")
+                    elif current is not None:
+                        if current.name == "log":
+                            log = buffer
+                        elif current.filename:
+                            files.append(current.name)
+                        elif current.name in OVERRIDE_FIELDS:
+                            fields[current.name] = buffer.decode("utf-8", "replace")
+                        current = None
+                        buffer = bytearray()
+    except ParserLimitReached:
+        raise _too_large(limit) from None
+    except ParserError as exc:
+        raise InvalidInput(f"malformed multipart body: {exc}") from None
+    if log is None:
+        hint = f" (got a file in field {files[0]!r})" if files else ""
+        raise InvalidInput(f"no log uploaded: send the file in form field 'log'{hint}, "
+                           f"e.g. curl -F log=@vllm.log")
+    if len(log) > limit:
+        raise _too_large(limit)
+    return bytes(log), fields
+
+
+async def read_upload(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:
+    """The log bytes and the override fields of an upload. Raises the service errors
+    that map to 400/413/415."""
+    content_type, options = _content_type(request)
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip"):
+        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; "
+                                   f"send gzip or plain text")
+    if content_type == "multipart/form-data":
+        boundary = options.get("boundary")
+        if not boundary:
+            raise InvalidInput("multipart body without a boundary in Content-Type")
+        _check_length(request, limit + MULTIPART_SLACK)
+        return await _read_multipart(request, boundary, limit)
+    if content_type.startswith("text/") or content_type in RAW_TYPES:
+        _check_length(request, limit)
+        return await _read_body(request, limit), {}
+    if content_type == "application/x-www-form-urlencoded":
+        # curl --data-binary @vllm.log sends this type by default: a body that does not
+        # look like `log=...&engine=...` is the log itself.
+        _check_length(request, limit + MULTIPART_SLACK)
+        body = await _read_body(request, limit + MULTIPART_SLACK)
+        if body.startswith(b"log="):
+            form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+            fields = {k: v[0] for k, v in form.items() if k in OVERRIDE_FIELDS and v}
+            data = form.get("log", [""])[0].encode("utf-8")
+            if len(data) > limit:
+                raise _too_large(limit)
+            return data, fields
+        if len(body) > limit:
+            raise _too_large(limit)
+        return body, {}
+    raise UnsupportedMediaType(f"unsupported media type {content_type!r}; send {ACCEPTED}")

@@ -1,0 +1,214 @@
+"""Listing, detail, editing, fixes, outcomes and merges through the API, on SQLite and
+Postgres."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.service.helpers import api_client, upload
+from tests.service.logs import HEADS, NCCL, vllm_log
+
+
+@pytest.fixture
+def client(db):
+    with api_client(db) as c:
+        yield c
+
+
+def _path(url: str) -> str:
+    return url.split("testserver.local")[-1]
+
+
+def test_list_search_filters_and_paging(client):
+    a = upload(client, vllm_log(), model_arch="kimi_k2", gpu="NVIDIA H100 80GB HBM3").json()
+    b = upload(client, vllm_log(**NCCL), engine_version="0.10.1", gpu="NVIDIA A100-SXM4-80GB").json()
+    c = upload(client, vllm_log(**HEADS), engine_version="0.9.2").json()
+    ids = {x["incident"]["id"] for x in (a, b, c)}
+
+    everything = client.get("/incidents").json()
+    assert everything["total"] == 3 and {i["id"] for i in everything["items"]} == ids
+    item = everything["items"][0]
+    assert {"id", "url", "title", "occurrences", "fixes", "recommended_path", "last_seen"} <= set(item)
+
+    def ids_for(**params):
+        response = client.get("/incidents", params=params)
+        assert response.status_code == 200, response.text
+        return {i["id"] for i in response.json()["items"]}
+
+    assert ids_for(q="nccl") == {b["incident"]["id"]}
+    assert ids_for(q="ATTENTION HEADS") == {c["incident"]["id"]}
+    assert ids_for(engine="vllm") == ids
+    assert ids_for(engine="sglang") == set()
+    assert ids_for(model_arch="kimi_k2") == {a["incident"]["id"]}
+    assert ids_for(gpu="a100") == {b["incident"]["id"]}
+    assert ids_for(gpu="hopper") == {a["incident"]["id"], c["incident"]["id"]}
+    assert ids_for(version="0.10") == {b["incident"]["id"]}
+    assert ids_for(version="0.9.2") == {c["incident"]["id"]}
+    assert ids_for(has_fix="true") == set()
+    assert ids_for(has_fix="false") == ids
+    assert ids_for(path="investigate") == ids
+
+    page1 = client.get("/incidents", params={"per_page": 2, "page": 1, "sort": "id"}).json()
+    page2 = client.get("/incidents", params={"per_page": 2, "page": 2, "sort": "id"}).json()
+    assert page1["total"] == page2["total"] == 3
+    assert len(page1["items"]) == 2 and len(page2["items"]) == 1
+    assert not {i["id"] for i in page1["items"]} & {i["id"] for i in page2["items"]}
+
+
+@pytest.mark.parametrize("params", [{"page": 0}, {"per_page": 1000}, {"path": "reboot"},
+                                    {"phase": "lunch"}, {"sort": "random"}, {"has_fix": "maybe"}])
+def test_bad_list_parameters_are_400(client, params):
+    assert client.get("/incidents", params=params).status_code == 400
+
+
+def test_detail_patch_and_404(client):
+    body = upload(client, vllm_log()).json()
+    url = _path(body["incident"]["url"])
+    detail = client.get(url).json()
+    assert detail["occurrence_count"] == 1 and len(detail["occurrences"]) == 1
+    assert detail["fingerprints"][0]["hash"] == body["analysis"]["fingerprint"]["hash"]
+    assert detail["recommendation"]["path"] == "investigate"
+
+    patched = client.patch(url, json={"title": "KV cache does not fit", "notes": "seen on H100",
+                                      "tags": ["Memory", "kv-cache", "memory"]})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["title"] == "KV cache does not fit"
+    assert patched.json()["tags"] == ["memory", "kv-cache"]
+    assert client.get("/incidents", params={"tag": "kv-cache"}).json()["total"] == 1
+    assert client.patch(url, json={"title": "  "}).status_code == 400
+    assert client.patch(url, json={"tags": "memory"}).status_code == 400
+
+    assert client.get("/incidents/999999").status_code == 404
+    assert client.patch("/incidents/999999", json={"title": "x"}).status_code == 404
+    assert client.get("/incidents/not-a-number").status_code in (400, 404)
+
+
+def test_fixes_outcomes_and_recommendation(client):
+    body = upload(client, vllm_log(), engine_version="0.11.0", model_arch="kimi_k2").json()
+    incident_id = body["incident"]["id"]
+    fix = client.post(f"/incidents/{incident_id}/fixes", json={
+        "title": "Raise --gpu-memory-utilization", "kind": "config",
+        "description": "more memory for the KV cache",
+        "change": {"flags": ["--gpu-memory-utilization 0.95"]}})
+    assert fix.status_code == 201, fix.text
+    fix_id = fix.json()["id"]
+    assert fix.json()["worked"] == 0 and fix.json()["failed"] == 0
+
+    outcome = client.post(f"/fixes/{fix_id}/outcomes", json={
+        "worked": True, "note": "fixed it", "engine_version": "0.11.0", "model_arch": "kimi_k2",
+        "gpu": "H100"})
+    assert outcome.status_code == 201, outcome.text
+    assert outcome.json()["fix"]["worked"] == 1
+
+    again = upload(client, vllm_log(), engine_version="0.11.0", model_arch="kimi_k2").json()
+    assert again["fixes"][0]["id"] == fix_id
+    assert again["fixes"][0]["worked"] == 1 and again["fixes"][0]["worked_here"] == 1
+    assert again["recommendation"]["path"] == "patch"
+    assert again["recommendation"]["fix_id"] == fix_id
+    assert "worked" in again["recommendation"]["reason"]
+    assert client.get("/incidents", params={"path": "patch"}).json()["total"] == 1
+    assert client.get("/incidents", params={"has_fix": "true"}).json()["total"] == 1
+
+    assert client.post(f"/incidents/{incident_id}/fixes",
+                       json={"title": "x", "kind": "prayer"}).status_code == 400
+    assert client.post(f"/incidents/{incident_id}/fixes", json={"kind": "config"}).status_code == 400
+    assert client.post("/incidents/999999/fixes",
+                       json={"title": "x", "kind": "config"}).status_code == 404
+    assert client.post("/fixes/999999/outcomes", json={"worked": True}).status_code == 404
+    assert client.post(f"/fixes/{fix_id}/outcomes", json={"note": "no verdict"}).status_code == 400
+    assert client.post(f"/fixes/{fix_id}/outcomes", content=b"not json",
+                       headers={"Content-Type": "application/json"}).status_code == 400
+
+
+def test_fix_that_worked_here_outranks_one_that_worked_elsewhere(client):
+    body = upload(client, vllm_log(), engine_version="0.11.0", model_arch="kimi_k2").json()
+    incident_id = body["incident"]["id"]
+    elsewhere = client.post(f"/incidents/{incident_id}/fixes",
+                            json={"title": "Elsewhere fix", "kind": "config"}).json()["id"]
+    here = client.post(f"/incidents/{incident_id}/fixes",
+                       json={"title": "Here fix", "kind": "patch"}).json()["id"]
+    for _ in range(3):
+        client.post(f"/fixes/{elsewhere}/outcomes",
+                    json={"worked": True, "engine_version": "0.8.5", "model_arch": "llama"})
+    client.post(f"/fixes/{here}/outcomes",
+                json={"worked": True, "engine_version": "0.11.0", "model_arch": "kimi_k2"})
+    answer = upload(client, vllm_log(), engine_version="0.11.0", model_arch="kimi_k2").json()
+    assert [f["id"] for f in answer["fixes"]] == [here, elsewhere]
+    assert answer["recommendation"]["fix_id"] == here
+    # a crash from the other context ranks the other way round
+    other = upload(client, vllm_log(), engine_version="0.8.5", model_arch="llama").json()
+    assert [f["id"] for f in other["fixes"]] == [elsewhere, here]
+
+
+def test_failing_in_engine_fixes_recommend_switching(client):
+    incident_id = upload(client, vllm_log(**NCCL)).json()["incident"]["id"]
+    patch_id = client.post(f"/incidents/{incident_id}/fixes",
+                           json={"title": "NCCL_P2P_DISABLE=1", "kind": "workaround",
+                                 "change": {"env": {"NCCL_P2P_DISABLE": "1"}}}).json()["id"]
+    switch_id = client.post(f"/incidents/{incident_id}/fixes", json={
+        "title": "Serve it with SGLang", "kind": "switch_engine",
+        "change": {"engine": "sglang", "engine_version": ">=0.5.4"}}).json()["id"]
+    for _ in range(2):
+        client.post(f"/fixes/{patch_id}/outcomes", json={"worked": False, "note": "still crashes"})
+    answer = upload(client, vllm_log(**NCCL)).json()
+    rec = answer["recommendation"]
+    assert rec["path"] == "switch_engine"
+    assert rec["fix_id"] == switch_id
+    assert rec["engine"] == "sglang" and rec["engine_version"] == ">=0.5.4"
+    assert "failed" in rec["reason"]
+
+
+def test_merge_moves_everything_and_later_uploads_land_on_the_target(client):
+    target = upload(client, vllm_log()).json()["incident"]["id"]
+    dup = upload(client, vllm_log(**HEADS)).json()["incident"]["id"]
+    fix_id = client.post(f"/incidents/{dup}/fixes", json={"title": "f", "kind": "config"}).json()["id"]
+    merged = client.post(f"/incidents/{dup}/merge", json={"into": target})
+    assert merged.status_code == 200, merged.text
+    detail = merged.json()
+    assert detail["id"] == target
+    assert detail["occurrence_count"] == 2
+    assert {f["id"] for f in detail["fixes"]} == {fix_id}
+    assert len(detail["fingerprints"]) == 2
+
+    source = client.get(f"/incidents/{dup}").json()
+    assert source["merged_into"]["id"] == target
+    assert {i["id"] for i in client.get("/incidents").json()["items"]} == {target}
+
+    later = upload(client, vllm_log(**HEADS))
+    assert later.status_code == 200
+    assert later.json()["incident"]["id"] == target
+    assert later.json()["incident"]["occurrences"] == 3
+
+    assert client.post(f"/incidents/{target}/merge", json={"into": target}).status_code == 409
+    assert client.post(f"/incidents/{dup}/merge", json={"into": target}).status_code == 409
+    assert client.post(f"/incidents/{target}/merge", json={"into": 999999}).status_code == 404
+    assert client.post(f"/incidents/{target}/merge", json={}).status_code == 400
+
+
+def test_tiers_follow_the_scorer_similar_is_a_new_incident_listing_the_similar_one(client):
+    from kb.core.analyze import analyze
+    from kb.core.match import score
+    from kb.core.records import CrashFeatures
+
+    first_log = vllm_log(**HEADS)
+    # Same message, another exception type: "similar" with the scorer of today.
+    second_log = vllm_log("AssertionError", HEADS["message"], frames=HEADS["frames"])
+    expected = score(CrashFeatures.from_analysis(analyze(second_log.encode())),
+                     CrashFeatures.from_analysis(analyze(first_log.encode())))
+    first = upload(client, first_log).json()
+    response = upload(client, second_log)
+    second = response.json()
+    assert second["match"]["status"] == expected.status
+    assert second["match"]["score"] == pytest.approx(expected.score)
+    if expected.status == "similar":
+        assert response.status_code == 201
+        assert second["incident"]["id"] != first["incident"]["id"]
+        assert second["match"]["incident_id"] == first["incident"]["id"]
+        assert second["similar"][0]["incident_id"] == first["incident"]["id"]
+        detail = client.get(f"/incidents/{second['incident']['id']}").json()
+        assert first["incident"]["id"] in {s["incident_id"] for s in detail["similar"]}
+    elif expected.status == "known":
+        assert response.status_code == 200
+        assert second["incident"]["id"] == first["incident"]["id"]
+    else:
+        assert response.status_code == 201 and second["match"]["incident_id"] is None

@@ -1,0 +1,231 @@
+"""POST /incidents and POST /analyze through Litestar's test client, on SQLite and
+Postgres: the answer's contract, known vs new, overrides, bad input and auth."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from tests.service.helpers import api_client, upload
+from tests.service.logs import HEADS, NCCL, vllm_log
+
+
+@pytest.fixture
+def client(db):
+    with api_client(db) as c:
+        yield c
+
+
+def test_first_upload_creates_an_incident_and_the_second_matches_it(client):
+    first = upload(client, vllm_log())
+    assert first.status_code == 201, first.text
+    body = first.json()
+    assert set(body) >= {"incident", "occurrence", "analysis", "match", "similar", "fixes",
+                         "recommendation"}
+    incident = body["incident"]
+    assert incident["occurrences"] == 1
+    assert incident["url"].endswith(f"/incidents/{incident['id']}")
+    assert incident["first_seen"] and incident["last_seen"]
+    assert body["match"]["status"] == "new"
+    assert body["analysis"]["fingerprint"]["hash"]
+    assert body["recommendation"]["path"] == "investigate"
+
+    second = upload(client, vllm_log(seed=7))  # same crash, different noise
+    assert second.status_code == 200, second.text
+    again = second.json()
+    assert again["match"]["status"] == "known"
+    assert again["match"]["incident_id"] == incident["id"]
+    assert again["incident"]["id"] == incident["id"]
+    assert again["incident"]["occurrences"] == 2
+    assert again["occurrence"]["id"] != body["occurrence"]["id"]
+    assert again["match"]["explanation"]
+
+
+def test_a_different_crash_is_a_new_incident(client):
+    a = upload(client, vllm_log()).json()
+    b = upload(client, vllm_log(**NCCL))
+    assert b.status_code == 201
+    assert b.json()["incident"]["id"] != a["incident"]["id"]
+
+
+def test_raw_text_and_gzip_bodies(client):
+    log = vllm_log(**HEADS)
+    raw = client.post("/incidents", content=log.encode(), headers={"Content-Type": "text/plain"})
+    assert raw.status_code == 201, raw.text
+    gz = client.post("/incidents", content=gzip.compress(log.encode()),
+                     headers={"Content-Type": "application/gzip"})
+    assert gz.status_code == 200 and gz.json()["match"]["status"] == "known"
+    encoded = client.post("/incidents", content=gzip.compress(log.encode()),
+                          headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"})
+    assert encoded.status_code == 200
+    # curl --data-binary @file sends application/x-www-form-urlencoded
+    curl = client.post("/incidents", content=log.encode(),
+                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert curl.status_code == 200
+    assert curl.json()["incident"]["occurrences"] == 4
+
+
+def test_gzip_file_in_multipart(client):
+    log = gzip.compress(vllm_log().encode())
+    response = client.post("/incidents", files={"log": ("vllm.log.gz", log, "application/gzip")})
+    assert response.status_code == 201
+    assert response.json()["analysis"]["fingerprint"]["exception"]
+
+
+def test_form_fields_override_the_log(client, db):
+    response = upload(client, vllm_log(), engine_version="0.12.1", model_arch="kimi_k2",
+                      gpu="NVIDIA B200", gpu_count=8, tp=8, reporter="alice", host="gpu-node-3",
+                      command="vllm serve moonshotai/Kimi-K2.5", exit_code=1)
+    assert response.status_code == 201, response.text
+    ctx = response.json()["analysis"]["context"]
+    assert ctx["engine_version"] == "0.12.1"
+    assert ctx["model_arch"] == "kimi_k2"
+    assert ctx["gpu"] == {"name": "NVIDIA B200", "count": 8}
+    assert ctx["parallel"]["tp"] == 8
+    detail = client.get(response.json()["incident"]["url"].split("testserver.local")[-1]).json()
+    occ = detail["occurrences"][0]
+    assert (occ["reporter"], occ["host"], occ["exit_code"]) == ("alice", "gpu-node-3", 1)
+    assert occ["engine_version"] == "0.12.1" and occ["command"].startswith("vllm serve")
+    # query parameters work for raw bodies
+    raw = client.post("/incidents?engine_version=0.9.2", content=vllm_log().encode(),
+                      headers={"Content-Type": "text/plain"})
+    assert raw.json()["analysis"]["context"]["engine_version"] == "0.9.2"
+
+
+def test_bad_override_is_a_400(client):
+    response = upload(client, vllm_log(), tp="eight")
+    assert response.status_code == 400
+    assert "tp" in response.json()["detail"]
+
+
+def test_analyze_stores_nothing(client):
+    response = client.post("/analyze", files={"log": ("vllm.log", vllm_log().encode())})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["incident"] is None and body["occurrence"] is None
+    assert body["match"]["status"] == "new"
+    assert client.get("/incidents").json()["total"] == 0
+    upload(client, vllm_log())
+    known = client.post("/analyze", content=vllm_log().encode(),
+                        headers={"Content-Type": "text/plain"}).json()
+    assert known["match"]["status"] == "known"
+    assert known["incident"]["occurrences"] == 1
+
+
+@pytest.mark.parametrize("case", ["empty-file", "whitespace", "missing-field", "wrong-field"])
+def test_missing_or_empty_log_is_a_400(client, case):
+    if case == "empty-file":
+        response = client.post("/incidents", files={"log": ("vllm.log", b"")})
+    elif case == "whitespace":
+        response = client.post("/incidents", content=b"  \n\n ", headers={"Content-Type": "text/plain"})
+    elif case == "missing-field":
+        response = client.post("/incidents", files={"engine": (None, b"vllm")})
+    else:
+        response = client.post("/incidents", files={"file": ("vllm.log", b"hello")})
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"]
+    if case == "wrong-field":
+        assert "'log'" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("data", [
+    b"\x00\x01\x02\x03" * 1000,
+    b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10,
+    b"PK\x03\x04" + b"\x00" * 100,
+    gzip.compress(b"\x00\xff" * 5000),
+])
+def test_binary_upload_is_a_422_with_a_reason(client, data):
+    response = client.post("/incidents", files={"log": ("x.bin", data, "application/octet-stream")})
+    assert response.status_code == 422, response.text
+    assert "text" in response.json()["detail"]
+
+
+def test_corrupt_gzip_is_a_422(client):
+    response = client.post("/incidents", content=b"\x1f\x8b\x08\x00garbage-not-deflate" * 10,
+                           headers={"Content-Type": "application/gzip"})
+    assert response.status_code == 422
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "image/png", "application/pdf"])
+def test_unsupported_media_type_is_a_415(client, content_type):
+    response = client.post("/incidents", content=b'{"log": "x"}', headers={"Content-Type": content_type})
+    assert response.status_code == 415
+    assert "multipart" in response.json()["detail"]
+
+
+def test_unsupported_content_encoding_is_a_415(client):
+    response = client.post("/incidents", content=b"abc", headers={"Content-Type": "text/plain",
+                                                                  "Content-Encoding": "br"})
+    assert response.status_code == 415
+
+
+def test_too_large_is_a_413(db):
+    with api_client(db, max_upload_mb=1) as client:
+        big = ("x" * 1023 + "\n").encode() * 1100  # 1.07 MiB
+        for response in (
+            client.post("/incidents", files={"log": ("big.log", big)}),
+            client.post("/incidents", content=big, headers={"Content-Type": "text/plain"}),
+            client.post("/analyze", content=big, headers={"Content-Type": "text/plain"}),
+        ):
+            assert response.status_code == 413, response.text
+            assert "MiB" in response.json()["detail"]
+        bomb = gzip.compress(b"A" * (3 * 1024 * 1024))  # small on the wire, 3 MiB inflated
+        response = client.post("/incidents", content=bomb, headers={"Content-Type": "application/gzip"})
+        assert response.status_code == 413
+        assert client.get("/incidents").json()["total"] == 0
+
+
+def test_writes_need_a_token_when_tokens_are_set(db):
+    with api_client(db, api_tokens=("s3cret", "other")) as client:
+        assert upload(client, vllm_log()).status_code == 401
+        bad = client.post("/incidents", files={"log": ("v.log", vllm_log().encode())},
+                          headers={"Authorization": "Bearer nope"})
+        assert bad.status_code == 401
+        assert bad.headers["www-authenticate"].startswith("Bearer")
+        ok = client.post("/incidents", files={"log": ("v.log", vllm_log().encode())},
+                         headers={"Authorization": "Bearer other"})
+        assert ok.status_code == 201
+        incident_id = ok.json()["incident"]["id"]
+        assert client.patch(f"/incidents/{incident_id}", json={"title": "x"}).status_code == 401
+        assert client.post(f"/incidents/{incident_id}/fixes",
+                           json={"title": "t", "kind": "config"}).status_code == 401
+        # reads and the side-effect-free analysis stay open
+        assert client.get("/incidents").status_code == 200
+        assert client.get(f"/incidents/{incident_id}").status_code == 200
+        assert client.post("/analyze", content=vllm_log().encode(),
+                           headers={"Content-Type": "text/plain"}).status_code == 200
+
+
+def test_stored_log_is_the_redacted_text(client):
+    log = vllm_log() + "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789 vllm serve x\n"
+    body = upload(client, log).json()
+    detail = client.get(f"/incidents/{body['incident']['id']}").json()
+    log_url = detail["occurrences"][0]["log_url"].split("testserver.local")[-1]
+    stored = client.get(log_url)
+    assert stored.status_code == 200
+    assert "Traceback (most recent call last)" in stored.text
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123456789" not in stored.text
+
+
+def test_openapi_schema_and_health(client):
+    schema = client.get("/schema/openapi.json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    for path in ("/incidents", "/analyze", "/incidents/{incident_id}", "/incidents/{incident_id}/fixes",
+                 "/fixes/{fix_id}/outcomes", "/incidents/{incident_id}/merge", "/healthz"):
+        assert path in paths, path
+    health = client.get("/healthz")
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok"
+    assert health.json()["schema_revision"]
+
+
+def test_odd_but_valid_input_is_stored_not_rejected(client):
+    """Values longer than their columns, stray NULs deep in a log: still a 201."""
+    log = vllm_log() + "x" * 70_000 + "\x00\x00 stray NULs\n"
+    response = upload(client, log, engine_version="0." + "1" * 200, model="m" * 290,
+                      gpu="G" * 250, exit_code=-9)
+    assert response.status_code == 201, response.text
+    assert upload(client, vllm_log(), tp=10**12).status_code == 400
+    assert upload(client, vllm_log(), gpu_count=-1).status_code == 400

@@ -1,0 +1,236 @@
+"""The HTML pages through Litestar's test client, on SQLite and Postgres: they render the
+service's structs, escape log text, run the curation forms (Post/Redirect/Get) and
+honour KB_API_TOKENS."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kb.web.pages import sparkline
+from tests.service.helpers import api_client, upload
+from tests.service.logs import HEADS, NCCL, vllm_log
+
+SCRIPT = '<script>alert("pwned")</script>'
+
+
+@pytest.fixture
+def client(db):
+    with api_client(db) as c:
+        yield c
+
+
+def _html(response) -> str:
+    assert response.headers["content-type"].startswith("text/html"), response.headers
+    return response.text
+
+
+def test_home_redirects_to_the_list_and_empty_list_says_so(client):
+    home = client.get("/", follow_redirects=False)
+    assert home.status_code == 302 and home.headers["location"] == "/ui/incidents"
+    page = client.get("/ui/incidents")
+    assert page.status_code == 200
+    assert "No incidents" in _html(page)
+    assert client.get("/ui/static/kb.css").status_code == 200
+
+
+def test_list_rows_search_filters_and_sort(client):
+    a = upload(client, vllm_log(), model_arch="kimi_k2").json()
+    b = upload(client, vllm_log(**NCCL), engine_version="0.10.1", gpu="NVIDIA A100-SXM4-80GB").json()
+    upload(client, vllm_log(**NCCL, seed=3), engine_version="0.10.1", gpu="NVIDIA A100-SXM4-80GB")
+    page = _html(client.get("/ui/incidents"))
+    for result in (a, b):
+        assert f'href="/ui/incidents/{result["incident"]["id"]}"' in page
+    # row content: exception, versions seen, arch, GPUs, sparkline, badge
+    assert "DistBackendError" in page and "0.10.1" in page and "kimi_k2" in page
+    assert "nvidia a100-sxm4-80gb" in page.lower()
+    assert page.count('<svg class="spark"') == 2
+    assert "2 occurrences in the last 30 days" in page
+    assert 'class="badge path-investigate"' in page
+
+    found = _html(client.get("/ui/incidents", params={"q": "nccl"}))
+    assert f'/ui/incidents/{b["incident"]["id"]}"' in found
+    assert f'/ui/incidents/{a["incident"]["id"]}"' not in found
+    assert _html(client.get("/ui/incidents", params={"model_arch": "kimi_k2"})).count('class="incident"') == 1
+    assert _html(client.get("/ui/incidents", params={"gpu": "a100", "has_fix": "no",
+                                                     "engine": "vllm"})).count('class="incident"') == 1
+    assert "No incidents match" in _html(client.get("/ui/incidents", params={"has_fix": "yes"}))
+    by_count = _html(client.get("/ui/incidents", params={"sort": "occurrences"}))
+    assert by_count.index(f'/ui/incidents/{b["incident"]["id"]}"') < by_count.index(
+        f'/ui/incidents/{a["incident"]["id"]}"')
+    bad = client.get("/ui/incidents", params={"phase": "lunch"})
+    assert bad.status_code == 400 and "phase must be one of" in _html(bad)
+
+
+def test_detail_shows_root_cause_wrappers_context_and_occurrences(client):
+    body = upload(client, vllm_log(**HEADS), reporter="alice").json()
+    incident_id, occurrence_id = body["incident"]["id"], body["occurrence"]["id"]
+    page = _html(client.get(f"/ui/incidents/{incident_id}"))
+    exc_line = re.search(r'<mark class="exc">(.*?)</mark>', page, re.S)
+    assert exc_line and "ValueError" in exc_line.group(1) and "attention heads" in exc_line.group(1)
+    root = body["analysis"]["root_cause"]
+    if root and root.get("process"):
+        assert root["process"] in page
+    assert "<details class=\"wrappers\">" in page or not body["analysis"]["symptoms"]
+    assert f'/occurrences/{occurrence_id}/log"' in page
+    assert "Time to crash" in page and "Crash phase" in page
+    assert "alice" in page
+    # the page renders the same struct GET /incidents/{id} returns
+    api = client.get(f"/incidents/{incident_id}").json()
+    assert "Recommendation" in page and api["recommendation"]["reason"] in page
+    log = client.get(f"/occurrences/{occurrence_id}/log")
+    assert log.status_code == 200 and log.headers["content-type"].startswith("text/plain")
+    missing = client.get("/ui/incidents/999999")
+    assert missing.status_code == 404 and "does not exist" in _html(missing)
+
+
+def test_log_text_is_always_escaped(client):
+    log = vllm_log(exception="RuntimeError", message=f"bad token {SCRIPT} in prompt")
+    body = upload(client, log).json()
+    detail = _html(client.get(f"/ui/incidents/{body['incident']['id']}"))
+    listing = _html(client.get("/ui/incidents"))
+    answer = _html(client.post("/ui/upload", data={"text": log, "mode": "analyze"},
+                               files={"log": ("", b"", "application/octet-stream")}))
+    for page in (detail, listing, answer):
+        assert SCRIPT not in page
+        assert "<script" not in page.lower()
+    assert "&lt;script&gt;" in detail and "&lt;script&gt;" in answer
+
+
+def test_upload_page_paste_and_file_give_the_api_answer(client, db):
+    form = _html(client.get("/ui/upload"))
+    assert 'name="log" type="file"' in form and 'name="text"' in form
+    stored = client.post("/ui/upload", data={"text": vllm_log(), "mode": "store", "reporter": "bob"},
+                         files={"log": ("", b"", "application/octet-stream")})
+    assert stored.status_code == 201
+    page = _html(stored)
+    assert "New crash" in page and 'id="incident-link"' in page
+    again = client.post("/ui/upload", data={"mode": "store"},
+                        files={"log": ("vllm.log", vllm_log(seed=5).encode(), "text/plain")})
+    assert again.status_code == 200 and "Known crash" in _html(again)
+    listing = client.get("/incidents").json()
+    assert listing["total"] == 1 and listing["items"][0]["occurrences"] == 2
+
+    analyzed = client.post("/ui/upload", data={"text": vllm_log(**NCCL), "mode": "analyze"})
+    assert analyzed.status_code == 200 and "nothing was stored" in _html(analyzed)
+    assert client.get("/incidents").json()["total"] == 1
+
+    empty = client.post("/ui/upload", data={"text": "  ", "mode": "store"})
+    assert empty.status_code == 400 and "paste the log" in _html(empty)
+    binary = client.post("/ui/upload", data={"mode": "store"},
+                         files={"log": ("core", b"\x7fELF\x02\x01\x01" + b"\x00" * 64, "application/octet-stream")})
+    assert binary.status_code == 422 and "ELF" in _html(binary)
+
+
+def test_curation_forms_post_redirect_get(client):
+    a = upload(client, vllm_log()).json()["incident"]["id"]
+    b = upload(client, vllm_log(**NCCL)).json()["incident"]["id"]
+
+    edited = client.post(f"/ui/incidents/{a}/edit", follow_redirects=False,
+                         data={"title": "KV cache does not fit", "notes": "seen on <b>H100</b>",
+                               "tags": "oom, kv-cache"})
+    assert edited.status_code == 303 and edited.headers["location"].startswith(f"/ui/incidents/{a}")
+    detail = client.get(f"/incidents/{a}").json()
+    assert detail["title"] == "KV cache does not fit" and detail["tags"] == ["oom", "kv-cache"]
+    assert "seen on &lt;b&gt;H100&lt;/b&gt;" in _html(client.get(f"/ui/incidents/{a}"))
+
+    added = client.post(f"/ui/incidents/{a}/fixes", follow_redirects=False,
+                        data={"title": "Lower gpu_memory_utilization", "kind": "config",
+                              "description": "0.85 leaves room", "change": "gpu_memory_utilization=0.85",
+                              "applies_engine": "vllm"})
+    assert added.status_code == 303
+    fix = client.get(f"/incidents/{a}").json()["fixes"][0]
+    assert fix["change"] == {"gpu_memory_utilization": "0.85"} and fix["applies_to"] == {"engine": "vllm"}
+    assert f"#fix-{fix['id']}" in added.headers["location"]
+
+    for worked in ("1", "1", "0"):
+        r = client.post(f"/ui/fixes/{fix['id']}/outcomes", follow_redirects=False,
+                        data={"worked": worked, "note": "tried", "engine_version": "0.11.0"})
+        assert r.status_code == 303
+    fix = client.get(f"/incidents/{a}").json()["fixes"][0]
+    assert (fix["worked"], fix["failed"]) == (2, 1)
+    page = _html(client.get(f"/ui/incidents/{a}"))
+    assert "worked 2" in page and "failed 1" in page
+
+    bad = client.post(f"/ui/incidents/{a}/fixes", data={"title": "", "kind": "config"})
+    assert bad.status_code == 400
+    bad = client.post(f"/ui/incidents/{a}/fixes", data={"title": "x", "kind": "config", "change": "nonsense"})
+    assert bad.status_code == 400 and "key=value" in _html(bad)
+    assert client.post(f"/ui/fixes/{fix['id']}/outcomes", data={}).status_code == 400
+
+    merged = client.post(f"/ui/incidents/{b}/merge", data={"into": str(a)}, follow_redirects=False)
+    assert merged.status_code == 303 and merged.headers["location"].startswith(f"/ui/incidents/{a}")
+    assert client.get(f"/incidents/{a}").json()["occurrence_count"] == 2
+    assert "was merged into" in _html(client.get(f"/ui/incidents/{b}"))
+    again = client.post(f"/ui/incidents/{b}/merge", data={"into": str(a)})
+    assert again.status_code == 409
+    assert client.post(f"/ui/incidents/{a}/merge", data={"into": "x"}).status_code == 400
+
+
+def test_writes_need_the_token_when_tokens_are_set(db):
+    with api_client(db) as open_client:
+        incident_id = upload(open_client, vllm_log()).json()["incident"]["id"]
+    with api_client(db, api_tokens=("s3cret",)) as client:
+        assert client.get("/ui/incidents").status_code == 200
+        assert "Sign in" in _html(client.get(f"/ui/incidents/{incident_id}"))
+        denied = client.post(f"/ui/incidents/{incident_id}/fixes",
+                             data={"title": "t", "kind": "config"})
+        assert denied.status_code == 401 and "sign in first" in _html(denied)
+        assert client.post("/ui/upload", data={"text": vllm_log(), "mode": "store"}).status_code == 401
+        # analysing without storing needs no token, like POST /analyze
+        assert client.post("/ui/upload", data={"text": vllm_log(), "mode": "analyze"}).status_code == 200
+        assert client.get(f"/incidents/{incident_id}").json()["fixes"] == []
+
+        wrong = client.post("/ui/signin", data={"token": "nope", "next": "/ui/upload"})
+        assert wrong.status_code == 401
+        ok = client.post("/ui/signin", data={"token": "s3cret", "next": f"/ui/incidents/{incident_id}"},
+                         follow_redirects=False)
+        assert ok.status_code == 303 and ok.headers["location"].startswith(f"/ui/incidents/{incident_id}")
+        cookie = ok.headers["set-cookie"]
+        assert "kb_token=s3cret" in cookie and "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+        allowed = client.post(f"/ui/incidents/{incident_id}/fixes", data={"title": "t", "kind": "config"},
+                              follow_redirects=False)
+        assert allowed.status_code == 303
+        assert "Sign out" in _html(client.get(f"/ui/incidents/{incident_id}"))
+        # off-site redirects after sign-in are refused
+        evil = client.post("/ui/signin", data={"token": "s3cret", "next": "//evil.example/"},
+                           follow_redirects=False)
+        assert evil.headers["location"].startswith("/ui/incidents")
+        client.post("/ui/signout")
+        client.cookies.clear()
+        assert client.post(f"/ui/incidents/{incident_id}/edit", data={"title": "x"}).status_code == 401
+
+
+def test_sparkline_points():
+    spark = sparkline([0, 1, 4, 0], width=40, height=20)
+    assert spark["total"] == 5 and spark["peak"] == 4
+    assert [(b["x"], b["n"]) for b in spark["bars"]] == [(10.0, 1), (20.0, 4)]
+    tallest = spark["bars"][1]
+    assert tallest["y"] + tallest["h"] == 20 and tallest["h"] == 18
+    assert sparkline([0] * 30)["bars"] == []
+
+
+def test_list_chart_counts_occurrences_per_day(client, db):
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import update
+
+    from kb.db.models import Occurrence
+    from kb.services.queries import TIMELINE_DAYS
+
+    first = upload(client, vllm_log()).json()
+    for seed in (1, 2):
+        upload(client, vllm_log(seed=seed))
+    with db.write() as session:  # the first upload happened three days ago
+        session.execute(update(Occurrence).where(Occurrence.id == first["occurrence"]["id"])
+                        .values(created_at=datetime.now(UTC) - timedelta(days=3)))
+    # the chart renders the timeline the JSON list carries
+    timeline = client.get("/incidents").json()["items"][0]["timeline"]
+    daily = timeline["counts"]
+    assert timeline["days"] == len(daily) == TIMELINE_DAYS and sum(daily) == 3
+    assert daily[-1] == 2 and daily[-4] == 1
+    today = datetime.now(UTC).date()
+    assert timeline["start"] == (today - timedelta(days=TIMELINE_DAYS - 1)).isoformat()
+    page = _html(client.get("/ui/incidents"))
+    assert "3 occurrences in the last 30 days, at most 2 a day" in page
