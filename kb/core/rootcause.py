@@ -99,8 +99,29 @@ _STRONG_ERROR = re.compile(r"out of memory|CUDA error|illegal memory|NCCL error|
                            r"|\b[A-Z]\w*(?:Error|Exception)\b|[Aa]ssertion")
 
 
+def _mark_diagnosed(found: list[Found]) -> set[int]:
+    """`raise RuntimeError("CUDA out of memory occurred when warming up sampler ... lower
+    max_num_seqs") from e`: the engine caught the error and said what it means and what
+    to change. That diagnosis is what a person fixes, and it is also all that a shorter
+    excerpt of the same crash shows. A wrapper that only repeats its cause (`f"Worker
+    failed with error '{e}'"`) or is a known symptom diagnoses nothing."""
+    diagnosed: set[int] = set()
+    for item in found:
+        origin = item.chained_from
+        if item.chain_kind != "cause" or origin is None or item.event.truncated:
+            continue
+        text = f"{item.event.exception}: {item.event.message}"
+        if any(rule.pattern.search(text) for rule in P.SYMPTOMS) or len(item.event.message) < 30:
+            continue
+        if origin.event.message[:30] and origin.event.message[:30] in item.event.message:
+            continue
+        diagnosed.add(id(origin))
+    return diagnosed
+
+
 def _group(found: list[Found]) -> list[Group]:
     groups: dict[tuple[str, str], Group] = {}
+    diagnosed = _mark_diagnosed(found)
     order: list[Group] = []
     for item in found:
         event = item.event
@@ -108,7 +129,7 @@ def _group(found: list[Found]) -> list[Group]:
             key = ("", f"truncated@{event.process}@{event.line_number}")
         else:
             key = (event.exception.rsplit(".", 1)[-1], message_template(event.message)[:160])
-        tier, reason = _classify(item)
+        tier, reason = _classify(item, diagnosed)
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(item, tier, reason, [], 0)
@@ -147,7 +168,7 @@ def _better_representative(new: Found, old: Found) -> bool:
     return len(new.event.frames) > len(old.event.frames) and not new.event.truncated
 
 
-def _classify(item: Found) -> tuple[str, str]:
+def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]:
     event = item.event
     if event.kind == "log_error":
         text = event.message
@@ -159,6 +180,10 @@ def _classify(item: Found) -> tuple[str, str]:
             return "benign", f"{rule.name}: {rule.why}"
     if item.level == "WARNING" and item.in_traceback:
         return "benign", "logged at WARNING level: the engine recovered from it"
+    if id(item) in diagnosed:
+        return "symptom", "the cause of a later exception that says what it means (raised from it)"
+    if item.chain_kind == "cause" and item.chained_from is not None and id(item.chained_from) in diagnosed:
+        return "root-traceback", "the engine's diagnosis of the error it was raised from"
     if item.chained_from is not None and _chain_root(item) is not item:
         origin = _chain_root(item).event
         verb = "raised from" if item.chain_kind == "cause" else "raised while handling"
