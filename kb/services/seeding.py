@@ -330,15 +330,17 @@ def _sync_fixes(repo: Repository, incident: Incident, seed: Seed, report: SeedRe
             report.fixes_added += 1
             continue
         changed = False
-        edited = fix.edited_at is not None
+        kept: list[str] = []
         for name, value in values.items():
-            if edited and name not in ("curated_worked", "curated_failed"):
+            if fix.edited_at is not None and name not in ("curated_worked", "curated_failed"):
                 if getattr(fix, name) != value:
-                    report.warnings.append(
-                        f"{seed.slug}: fix #{fix.id} ({key}) was edited by a person on "
-                        f"{fix.edited_at:%Y-%m-%d}; the seed's {name} was not applied")
+                    kept.append(name)
                 continue  # the person's edit wins over the seed file
             changed |= _set(fix, name, value)
+        if kept:
+            report.warnings.append(
+                f"{seed.slug}: fix #{fix.id} ({key}) was edited by a person on "
+                f"{fix.edited_at:%Y-%m-%d}; kept their {', '.join(kept)}, not the seed's")
         if changed:
             fix.updated_at = now
             report.fixes_updated += 1

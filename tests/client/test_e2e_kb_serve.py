@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -126,3 +127,29 @@ def test_kb_submit_against_kb_serve(kb_env, served, tmp_path):
     # Whatever the service thinks of a blank log, the CLI answers cleanly.
     assert refused.returncode in (0, 1)
     assert "Traceback" not in refused.stderr.decode()
+
+
+def test_a_resent_spool_entry_is_stored_once_by_kb_serve(kb_env, served):
+    """The answer of a flush was lost (kb died before deleting the entry): the next flush
+    sends the same log with the same Idempotency-Key, and the service answers the first
+    upload's incident again without storing a second occurrence. The wrapper's extra
+    fields are kept with the occurrence."""
+    from kb.client.spool import Spool, new_idempotency_key
+
+    url = served()
+    spool = Spool(Path(kb_env["KB_SPOOL_DIR"]))
+    log = b"(VllmWorker TP0 pid=7) ERROR 11-30 07:00:01 [core.py:1] ValueError: resent crash\n"
+    fields = {"exit_code": "1", "failure": "exit", "cuda_visible_devices": "0,1",
+              "torch_version": "2.8.0"}
+    key = new_idempotency_key()
+    for _ in range(2):  # the same entry twice, as after a lost answer
+        spool.add(log, fields, idempotency_key=key, source="test")
+        flushed = run_kb(["flush", "--server", url], kb_env)
+        assert flushed.returncode == 0, flushed.stderr
+        assert f"{url}/incidents/1" in flushed.stdout.decode()
+        assert spool_entries(kb_env) == []
+    incident = httpx.get(f"{url}/incidents/1", timeout=10).json()
+    assert incident["occurrence_count"] == 1
+    occurrence = incident["occurrences"][0]
+    assert (occurrence["failure"], occurrence["cuda_visible_devices"], occurrence["torch_version"]) \
+        == ("exit", "0,1", "2.8.0")

@@ -28,7 +28,14 @@ def test_list_search_filters_and_paging(client):
     everything = client.get("/incidents").json()
     assert everything["total"] == 3 and {i["id"] for i in everything["items"]} == ids
     item = everything["items"][0]
-    assert {"id", "url", "title", "occurrences", "fixes", "recommended_path", "last_seen"} <= set(item)
+    assert {"id", "url", "title", "occurrences", "fixes", "recommended_path", "last_seen",
+            "versions", "model_archs", "gpus", "timeline"} <= set(item)
+    rows = {i["id"]: i for i in everything["items"]}
+    row_a, row_b = rows[a["incident"]["id"]], rows[b["incident"]["id"]]
+    assert row_a["model_archs"] == ["kimi_k2"] and row_a["gpus"] == ["nvidia h100 80gb hbm3"]
+    assert row_b["versions"] == ["0.10.1"] and row_b["gpus"] == ["nvidia a100-sxm4-80gb"]
+    assert row_b["timeline"]["days"] == len(row_b["timeline"]["counts"]) == 30
+    assert row_b["timeline"]["counts"][-1] == 1 and sum(row_b["timeline"]["counts"]) == 1
 
     def ids_for(**params):
         response = client.get("/incidents", params=params)
@@ -66,6 +73,11 @@ def test_detail_patch_and_404(client):
     url = _path(body["incident"]["url"])
     detail = client.get(url).json()
     assert detail["occurrence_count"] == 1 and len(detail["occurrences"]) == 1
+    # the newest occurrence's stored analysis, as the upload answered it
+    assert detail["analysis"] == body["analysis"]
+    assert detail["analysis"]["root_cause"]["exception"]
+    newer = upload(client, vllm_log(seed=4)).json()
+    assert client.get(url).json()["analysis"] == newer["analysis"]
     assert detail["fingerprints"][0]["hash"] == body["analysis"]["fingerprint"]["hash"]
     assert detail["recommendation"]["path"] == "investigate"
 

@@ -36,3 +36,45 @@ def test_upgrade_from_empty_and_downgrade_back(empty_db_url):
         migrate.downgrade(db.engine, "base")
     finally:
         db.dispose()
+
+
+def test_0002_keeps_stored_uploads_and_enforces_one_occurrence_per_key(empty_db_url):
+    """0001 -> 0002 -> 0001 with rows in place: nothing stored is lost (SQLite rebuilds
+    the table in batch mode), the new columns start empty and the key is unique."""
+    db = Database(empty_db_url, pool_size=1)
+    insert = ("INSERT INTO occurrences (incident_id, match_status, analysis, log_gz, log_bytes, "
+              "log_lines, redactions, created_at{extra}) VALUES (1, 'new', '{{}}', :log, 3, 1, 0, "
+              "CURRENT_TIMESTAMP{values})")
+    try:
+        migrate.upgrade(db.engine, "0001")
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO incidents (id, title, tags, links, model_archs, gpu_families, "
+                "engine_limitation, recommended_path, seeded, occurrence_count, created_at, "
+                "updated_at) VALUES (1, 'kept', '[]', '[]', '[]', '[]', false, 'investigate', "
+                "false, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            conn.execute(sa.text(insert.format(extra="", values="")), {"log": b"old"})
+        migrate.upgrade(db.engine, "0002")
+        assert migrate.current_revision(db.engine) == "0002"
+        with db.engine.begin() as conn:
+            row = conn.execute(sa.text("SELECT log_gz, idempotency_key, failure FROM occurrences")).one()
+            assert (bytes(row[0]), row[1], row[2]) == (b"old", None, None)
+            conn.execute(sa.text(insert.format(extra=", idempotency_key", values=", 'k1'")),
+                         {"log": b"new"})
+            conn.execute(sa.text(insert.format(extra="", values="")), {"log": b"no key"})
+        try:
+            with db.engine.begin() as conn:
+                conn.execute(sa.text(insert.format(extra=", idempotency_key", values=", 'k1'")),
+                             {"log": b"dup"})
+            raise AssertionError("a second occurrence with one idempotency key was stored")
+        except sa.exc.IntegrityError:
+            pass
+        migrate.downgrade(db.engine, "0001")
+        with db.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM occurrences")).scalar_one() == 3
+        columns = {c["name"] for c in sa.inspect(db.engine).get_columns("occurrences")}
+        assert "idempotency_key" not in columns and "log_gz" in columns
+        assert "edited_at" not in {c["name"] for c in sa.inspect(db.engine).get_columns("fixes")}
+    finally:
+        migrate.downgrade(db.engine, "base")
+        db.dispose()

@@ -234,3 +234,58 @@ def test_list_chart_counts_occurrences_per_day(client, db):
     assert timeline["start"] == (today - timedelta(days=TIMELINE_DAYS - 1)).isoformat()
     page = _html(client.get("/ui/incidents"))
     assert "3 occurrences in the last 30 days, at most 2 a day" in page
+
+
+def test_edit_fix_form_on_the_detail_page(client):
+    incident_id = upload(client, vllm_log()).json()["incident"]["id"]
+    fix = client.post(f"/incidents/{incident_id}/fixes", json={
+        "title": "Lower utilization", "kind": "config", "description": "<b>old</b>",
+        "change": {"flags": ["--gpu-memory-utilization 0.85"]},
+        "applies_to": {"engine": "vllm"}}).json()
+    page = _html(client.get(f"/ui/incidents/{incident_id}"))
+    assert f'action="/ui/fixes/{fix["id"]}/edit"' in page
+    assert "&lt;b&gt;old&lt;/b&gt;" in page and "<b>old</b>" not in page
+    assert "engine=vllm" in page  # plain values as key=value lines
+    assert "&#34;flags&#34;" in page or "&quot;flags&quot;" in page  # lists as JSON
+
+    saved = client.post(f"/ui/fixes/{fix['id']}/edit", follow_redirects=False, data={
+        "title": "Raise utilization", "kind": "workaround", "description": "",
+        "change": '{"flags": ["--gpu-memory-utilization 0.95"]}',
+        "applies_to": "engine=vllm\nversions=>=0.10"})
+    assert saved.status_code == 303
+    assert saved.headers["location"].startswith(f"/ui/incidents/{incident_id}")
+    assert f"#fix-{fix['id']}" in saved.headers["location"]
+    after = client.get(f"/incidents/{incident_id}").json()["fixes"][0]
+    assert (after["title"], after["kind"], after["description"]) == ("Raise utilization", "workaround", None)
+    assert after["change"] == {"flags": ["--gpu-memory-utilization 0.95"]}
+    assert after["applies_to"] == {"engine": "vllm", "versions": ">=0.10"}
+    assert after["edited_at"]
+
+    bad = client.post(f"/ui/fixes/{fix['id']}/edit", data={"title": "x", "kind": "prayer"})
+    assert bad.status_code == 400 and "kind must be one of" in _html(bad)
+    bad = client.post(f"/ui/fixes/{fix['id']}/edit", data={"title": "x", "kind": "config",
+                                                           "applies_to": "nonsense"})
+    assert bad.status_code == 400 and "applies to lines" in _html(bad)
+    assert client.post("/ui/fixes/999999/edit", data={"title": "x", "kind": "config"}).status_code == 404
+
+
+def test_editing_a_fix_in_the_ui_needs_the_token(db):
+    with api_client(db) as open_client:
+        incident_id = upload(open_client, vllm_log()).json()["incident"]["id"]
+        fix_id = open_client.post(f"/incidents/{incident_id}/fixes",
+                                  json={"title": "t", "kind": "config"}).json()["id"]
+    with api_client(db, api_tokens=("s3cret",)) as client:
+        denied = client.post(f"/ui/fixes/{fix_id}/edit", data={"title": "changed", "kind": "config"})
+        assert denied.status_code == 401 and "sign in first" in _html(denied)
+        client.post("/ui/signin", data={"token": "s3cret", "next": "/ui/incidents"})
+        ok = client.post(f"/ui/fixes/{fix_id}/edit", data={"title": "changed", "kind": "config"},
+                         follow_redirects=False)
+        assert ok.status_code == 303
+        assert client.get(f"/incidents/{incident_id}").json()["fixes"][0]["title"] == "changed"
+
+
+def test_detail_page_shows_the_launch_wrapper_fields(client):
+    body = upload(client, vllm_log(), cuda_visible_devices="2,3", torch_version="2.8.0",
+                  failure="not_ready").json()
+    page = _html(client.get(f"/ui/incidents/{body['incident']['id']}"))
+    assert "CUDA_VISIBLE_DEVICES=2,3" in page and "torch 2.8.0" in page and "never ready" in page
