@@ -46,8 +46,9 @@ class HostInfo:
         return Counter(self.gpu_names).most_common(1)[0][0]
 
     def to_fields(self) -> dict[str, str]:
-        """Form fields for `POST /incidents`: the overrides the service documents, plus a
-        few it may not read yet (it ignores unknown fields) that the spool keeps anyway."""
+        """Form fields for `POST /incidents`: the override fields the service documents
+        (docs/configuration.md, "Uploads"), including cuda_visible_devices, torch_version
+        and failure, which it stores with the occurrence."""
         fields: dict[str, str] = {}
         if self.command:
             fields["command"] = self.command

@@ -13,6 +13,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
 from kb.core.fingerprint import canonical_exception
+from kb.core.gpus import gpu_family
 from kb.core.records import CrashFeatures, MatchScore
 
 KNOWN_THRESHOLD = 80.0
@@ -29,26 +30,6 @@ _GPU_FAMILY_DIFFERS = 0.03
 _TOPOLOGY_DIFFERS = 0.02
 _VERSION_STEP = 0.01  # per minor version apart, capped
 _VERSION_CAP = 0.05
-
-_GPU_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("blackwell", re.compile(r"B100|B200|GB200|B300|RTX PRO 6000|RTX 50\d\d|5090|5080|5070|Blackwell", re.I)),
-    ("hopper", re.compile(r"H100|H200|H800|H20\b|GH200", re.I)),
-    ("ada", re.compile(r"L4\b|L40|RTX 40\d\d|4090|4080|4070|4060|RTX 6000 Ada|Ada", re.I)),
-    ("ampere", re.compile(r"A100|A800|A10\b|A10G|A30|A40|A6000|RTX 30\d\d|3090|3080|A4000|A5000", re.I)),
-    ("turing", re.compile(r"T4\b|RTX 20\d\d|2080|Quadro RTX", re.I)),
-    ("volta", re.compile(r"V100|Titan V", re.I)),
-    ("pascal", re.compile(r"P100|P40|P4\b|GTX 10\d\d|1080", re.I)),
-)
-
-
-def gpu_family(name: str | None) -> str | None:
-    if not name:
-        return None
-    for family, pattern in _GPU_FAMILIES:
-        if pattern.search(name):
-            return family
-    return None
-
 
 def message_similarity(a: str, b: str) -> float:
     """0-100. Messages are often cut by viewers: a long common prefix counts fully."""

@@ -25,37 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+
 IN_ENGINE_KINDS = ("config", "patch", "upgrade", "downgrade", "workaround")
 FIX_KINDS = (*IN_ENGINE_KINDS, "switch_engine")
 PATHS = ("patch", "switch_engine", "investigate")
 
 # How many follow-on crashes after fixing make patching a losing game.
 LONG_CHAIN = 3
-
-# GPU model -> family, first match wins. Sample: "NVIDIA H100 80GB HBM3" -> hopper.
-GPU_FAMILIES: tuple[tuple[str, str], ...] = (
-    (r"\bGB?[23]00\b|\bB[12]00\b|RTX\s*PRO\s*6000|RTX\s*50\d0|\bGB10\b", "blackwell"),
-    (r"\bG?H[12]00\b|\bH20\b|\bH800\b|\bGH200\b", "hopper"),
-    (r"\bL40S?\b|\bL4\b|RTX\s*40\d0|RTX\s*6000\s*Ada|\bL20\b", "ada"),
-    (r"\bA100\b|\bA800\b|\bA10G?\b|\bA30\b|\bA40\b|\bA6000\b|RTX\s*30\d0|RTX\s*A\d+", "ampere"),
-    (r"\bT4\b|RTX\s*20\d0|Quadro\s*RTX", "turing"),
-    (r"\bV100\b|Titan\s*V\b", "volta"),
-    (r"\bP100\b|\bP40\b|\bP4\b|GTX\s*10\d0", "pascal"),
-    (r"\bMI\d{3}", "cdna"),
-)
-
-
-def gpu_family(name: str | None) -> str | None:
-    """Family of a GPU name as logs print it; None when unknown."""
-    if not name:
-        return None
-    for pattern, family in GPU_FAMILIES:
-        if re.search(pattern, name, re.IGNORECASE):
-            return family
-    lowered = name.strip().lower()
-    known = {family for _, family in GPU_FAMILIES}
-    return lowered if lowered in known else None
-
 
 @dataclass(frozen=True, slots=True)
 class Where:

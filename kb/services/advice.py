@@ -11,10 +11,10 @@ from kb.core.recommend import (
     FixEvidence,
     IncidentEvidence,
     Where,
-    gpu_family,
     rank_fixes,
     recommend,
 )
+from kb.core.gpus import gpu_family
 from kb.core.records import CrashFeatures
 from kb.db.models import Fix, Incident
 from kb.db.repositories import Repository

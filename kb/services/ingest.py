@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from kb.core.analyze import analyze, redacted_text
-from kb.core.recommend import gpu_family
+from kb.core.gpus import gpu_family
 from kb.core.records import Analysis, CrashFeatures
 from kb.db.models import Incident, Occurrence, utcnow
 from kb.db.repositories import Repository

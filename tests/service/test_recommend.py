@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from kb.core.gpus import gpu_family
 from kb.core.recommend import (
     ChainLink,
     FixEvidence,
     IncidentEvidence,
     Where,
     applies,
-    gpu_family,
     rank_fixes,
     recommend,
     version_in,
