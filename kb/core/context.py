@@ -67,11 +67,6 @@ FIELD_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("gpu_count", ('--nproc', '--gpus', 'world_size'), _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
     ("gpu_list", ('GPU ',), _r(r"^GPU ((?:\d+,)*\d+): ")),
 )
-# A line is tried against FIELD_PATTERNS only when it holds one of these.
-_QUICK_LITERALS = ("version", "Version", "non-default", "rchitecture", "model", "dtype", "quantiz", "_parallel",
-                   "-parallel", "tp_size", "--tp", "dp_size", "--dp", "pp_size", "ep_size", "shard", "speculative",
-                   "CUDA_VISIBLE", "torch", "PyTorch", "Python", "nproc", "--gpus", "world_size", "expert", "vllm",
-                   "sglang", "type=", "GPU ", "CUDA Version", "CUDA used")
 
 _GPU = _r(
     r"\b((?:NVIDIA|Tesla|Quadro|AMD Instinct)\s(?:GeForce\s)?(?:RTX\s|GTX\s)?(?:PRO\s)?[A-Z]?\d*[A-Z]*\d*\w*"
@@ -87,6 +82,20 @@ _ENGINE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("pytorch", _r(r"torchrun|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|deepspeed|accelerate|transformers/trainer|llamafactory|megatron")),
 )
 _ENGINE_PRIORITY = {"tensorrt-llm": 5, "tgi": 4, "sglang": 3, "vllm": 2, "pytorch": 1}
+# Literals that any match of each engine's marker needs (a cheap test before the regex).
+_ENGINE_LITERALS: dict[str, tuple[str, ...]] = {
+    "tensorrt-llm": ("tensorrt_llm", "TensorRT-LLM", "[TRT]", "tritonserver"),
+    "tgi": ("text_generation", "text-generation", "ShardCannotStart"),
+    "sglang": ("sglang", "sgl_kernel", "sgl-workspace", "scheduler_process", "SGLang"),
+    "vllm": ("vllm", "vLLM", "EngineCore", "VllmWorker", "Worker_TP", "VLLM_", "gpu_memory_utilization", "max_model_len"),
+    "pytorch": ("torchrun", "torch.distributed", "rank", "ChildFailedError", "ProcessGroupNCCL", ".backward(",
+                "deepspeed", "accelerate", "transformers/trainer", "llamafactory", "megatron"),
+}
+# literal -> indices of the FIELD_PATTERNS that need it: each literal is looked for once a line
+_FIELD_LITERALS: dict[str, tuple[int, ...]] = {}
+for _index, (_name, _literals, _pattern) in enumerate(FIELD_PATTERNS):
+    for _literal in _literals:
+        _FIELD_LITERALS[_literal] = (*_FIELD_LITERALS.get(_literal, ()), _index)
 
 # "Qwen3MoeForCausalLM" -> "qwen3_moe"
 _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
@@ -136,17 +145,19 @@ class ContextCollector:
             self.engine_hits[line.engine] = self.engine_hits.get(line.engine, 0) + 1
         if self.engine_lines < 150:  # the engine is plain long before that
             self.engine_lines += 1
+            text = f"{line.process or ''} {body}"
             for name, pattern in _ENGINE_MARKERS:
-                if pattern.search(body) or (line.process and pattern.search(line.process)):
+                if any(literal in text for literal in _ENGINE_LITERALS[name]) and (
+                        pattern.search(body) or (line.process and pattern.search(line.process))):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
-        if any(literal in body for literal in _QUICK_LITERALS):
-            for name, literals, pattern in FIELD_PATTERNS:
-                if name in self.values or not any(literal in body for literal in literals):
-                    continue
-                match = pattern.search(body)
-                if match:
-                    value = match.group(1) if match.groups() else "1"
-                    self.values.setdefault(name, value)
+        candidates = [index for literal, indices in _FIELD_LITERALS.items() if literal in body for index in indices]
+        for index in sorted(set(candidates)):
+            name, _, pattern = FIELD_PATTERNS[index]
+            if name in self.values:
+                continue
+            match = pattern.search(body)
+            if match:
+                self.values[name] = match.group(1) if match.groups() else "1"
         if ("NVIDIA" in body or "Tesla" in body or "Quadro" in body) and len(self.gpus) < 64:
             for match in _GPU.finditer(body):
                 name = match.group(1).strip()
