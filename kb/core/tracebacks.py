@@ -285,7 +285,11 @@ class Extractor:
             stream.tb_header = None
             return
         exc = P.EXCEPTION_LINE.match(stripped)
-        if not (exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False)):
+        # "ValueError: msg" or a bare "AssertionError" outside a traceback (one-line logs,
+        # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule
+        is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=False) and (
+            exc["msg"] is not None or stripped.endswith(("Error", "Exception")))
+        if not is_exception:
             for table in (P.ERROR_LINES, P.KNOWN_MESSAGES):
                 for rule in table:
                     if rule.anchors and not any(anchor in stripped for anchor in rule.anchors):
@@ -294,10 +298,7 @@ class Extractor:
                     if match:
                         self._from_rule(line, stream, rule, match)
                         return
-        if exc and _looks_like_exception(exc["exc"], in_traceback=False) and exc["msg"] is not None or (
-            exc and exc["msg"] is None and stripped.endswith(("Error", "Exception"))
-            and _looks_like_exception(exc["exc"], in_traceback=False)
-        ):
+        else:
             message, process = _split_embedded_process(exc["msg"] or "", line.process)
             event = ErrorEvent(exception=exc["exc"], message=message, process=process,
                                line_number=line.number, kind="python")
