@@ -79,7 +79,7 @@ _ENGINE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|text_generation_router|ShardCannotStart")),
     ("sglang", _r(r"\bsglang\b|sgl_kernel|sgl-workspace|scheduler_process|SGLang")),
     ("vllm", _r(r"\bvllm\b|vLLM|EngineCore|VllmWorker|Worker_TP|VLLM_|gpu_memory_utilization|max_model_len")),
-    ("pytorch", _r(r"torchrun|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|deepspeed|accelerate|transformers/trainer|llamafactory|megatron")),
+    ("pytorch", _r(r"torchrun|import torch\b|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|deepspeed|accelerate|transformers/trainer|llamafactory|megatron")),
 )
 _ENGINE_PRIORITY = {"tensorrt-llm": 5, "tgi": 4, "sglang": 3, "vllm": 2, "pytorch": 1}
 # Literals that any match of each engine's marker needs (a cheap test before the regex).
@@ -88,7 +88,7 @@ _ENGINE_LITERALS: dict[str, tuple[str, ...]] = {
     "tgi": ("text_generation", "text-generation", "ShardCannotStart"),
     "sglang": ("sglang", "sgl_kernel", "sgl-workspace", "scheduler_process", "SGLang"),
     "vllm": ("vllm", "vLLM", "EngineCore", "VllmWorker", "Worker_TP", "VLLM_", "gpu_memory_utilization", "max_model_len"),
-    "pytorch": ("torchrun", "torch.distributed", "rank", "ChildFailedError", "ProcessGroupNCCL", ".backward(",
+    "pytorch": ("torchrun", "torch.distributed", "rank", "ChildFailedError", "import torch", "ProcessGroupNCCL", ".backward(",
                 "deepspeed", "accelerate", "transformers/trainer", "llamafactory", "megatron"),
 }
 # literal -> indices of the FIELD_PATTERNS that need it: each literal is looked for once a line
@@ -176,7 +176,7 @@ class ContextCollector:
     def build(self, root: ErrorEvent | None, frames_text: str, frame_files: list[str] | None = None) -> Context:
         v = self.values
         context = Context()
-        context.engine = self._engine(frames_text)
+        context.engine = self._engine(frames_text, root)
         version = None
         if context.engine:
             version = v.get(f"engine_version:{context.engine}")
@@ -210,8 +210,12 @@ class ContextCollector:
             context.gpu.count = context.parallel.tp * (context.parallel.dp or 1) * (context.parallel.pp or 1)
         return context
 
-    def _engine(self, frames_text: str) -> str | None:
+    def _engine(self, frames_text: str, root: ErrorEvent | None = None) -> str | None:
         hits = dict(self.engine_hits)
+        if root is not None:
+            for rule in P.ENGINE_MESSAGES:
+                if rule.engine and rule.pattern.search(root.message):
+                    hits[rule.engine] = hits.get(rule.engine, 0) + 3
         for name, pattern in _ENGINE_MARKERS:
             if pattern.search(frames_text):
                 hits[name] = hits.get(name, 0) + 5

@@ -25,6 +25,7 @@ class Rule:
     role: str | None = None  # root | symptom | cascade | confirmation | benign
     kind: str | None = None
     phase: str | None = None
+    engine: str | None = None  # the engine that prints it
     anchors: tuple[str, ...] = field(default_factory=tuple)  # literals for the pre-filter
 
 
@@ -272,6 +273,26 @@ BENIGN: tuple[Rule, ...] = (
          "Failed to load plugin lora_filesystem_resolver", "vLLM logs a broken plugin and starts without it"),
     Rule("warnings", _r(r"^[\w.]*Warning: "),
          "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated.", "Python warnings are not errors"),
+)
+
+# Messages only one engine prints: they name the engine when nothing else in the log does
+# (one-line excerpts). Wording from the engines' sources.
+ENGINE_MESSAGES: tuple[Rule, ...] = (
+    Rule("vllm-heads-divisible", _r(r"must be divisible by tensor parallel size"),
+         "Total number of attention heads (12) must be divisible by tensor parallel size (8).",
+         "vLLM's ModelConfig.verify_with_parallel_config", engine="vllm"),
+    Rule("vllm-bf16-capability", _r(r"Bfloat16 is only supported on GPUs with compute capability"),
+         "Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+         "vLLM's dtype check for the GPU", engine="vllm"),
+    Rule("vllm-arch-unsupported", _r(r"Model architectures \[.*\] are not supported for now"),
+         "Model architectures ['LlamaModel'] are not supported for now.",
+         "vLLM's model registry", engine="vllm"),
+    Rule("vllm-free-memory", _r(r"on startup is less than desired GPU memory utilization"),
+         "Free memory on device (7.34/139.72 GiB) on startup is less than desired GPU memory utilization (0.9, 125.75 GiB).",
+         "vLLM's worker start-up memory check", engine="vllm"),
+    Rule("sglang-sgl-kernel", _r(r"^RMSNorm failed with error code|sgl_kernel"),
+         "RMSNorm failed with error code no kernel image is available for execution on the device",
+         "SGLang's sgl-kernel / flashinfer kernels report failures this way", engine="sglang"),
 )
 
 # Continuation lines that are boilerplate hints, not part of the message.
