@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -243,3 +244,31 @@ def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None
 
 def free_port() -> int:
     return _free_port()
+
+
+@contextlib.contextmanager
+def kb_serve_process(env: dict[str, str], log_path: Path, *args: str) -> Iterator[str]:
+    """A real `kb serve` on a free loopback port (`args` appended to its command line);
+    yields its base URL. Its output goes to `log_path` and is printed when the block
+    fails, so a failing end-to-end test shows what the server said."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--host", "127.0.0.1",
+                                 "--port", str(port), *args],
+                                cwd=Path(__file__).resolve().parents[1], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_for_http(f"{base}/healthz", timeout=60, proc=proc)
+            yield base
+        except BaseException:
+            log.flush()
+            print(log_path.read_text(errors="replace")[-20000:])
+            raise
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

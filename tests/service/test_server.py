@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from kb.services.seeding import read_seeds
-from tests.conftest import free_port, wait_for_http
+from tests.conftest import free_port, kb_serve_process
 from tests.service.helpers import SAMPLE_SEEDS
 from tests.service.logs import vllm_log
 
@@ -27,29 +27,10 @@ LOADER_FRAMES = [
 @contextmanager
 def kb_serve(database_url: str, tmp_path: Path, *, workers: int = 1,
              **env: str) -> Iterator[str]:
-    port = free_port()
     environ = {**os.environ, "KB_DATABASE_URL": database_url, "KB_SEEDS_DIR": str(SAMPLE_SEEDS),
                "KB_LOG_LEVEL": "warning", **env}
-    log = (tmp_path / f"serve-{port}.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--port", str(port),
-                             "--workers", str(workers)], cwd=ROOT, env=environ, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_http(f"{base}/healthz", timeout=60, proc=proc)
+    with kb_serve_process(environ, tmp_path / f"serve-{workers}.log", "--workers", str(workers)) as base:
         yield base
-    except Exception:
-        log.flush()
-        print((tmp_path / f"serve-{port}.log").read_text(errors="replace"))
-        raise
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def test_serve_seeds_an_empty_database_and_answers_uploads(fresh_db_url, tmp_path):

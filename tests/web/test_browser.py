@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, wait_for_http
+from tests.conftest import kb_serve_process
 from tests.service.logs import HEADS, NCCL, vllm_log
 
 pytestmark = pytest.mark.browser
@@ -48,29 +46,11 @@ def _need_chromium() -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _need_chromium()
     tmp = tmp_path_factory.mktemp("e2e")
-    port = free_port()
     env = {**os.environ, "KB_DATABASE_URL": f"sqlite:///{tmp}/kb.db", "KB_SEED": "0",
            "KB_LOG_LEVEL": "warning"}
     env.pop("KB_API_TOKENS", None)
-    log_path = tmp / "serve.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--host", "127.0.0.1",
-                                 "--port", str(port)], cwd=ROOT, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_for_http(f"{base}/healthz", timeout=60, proc=proc)
-            yield base
-        except Exception:
-            print(log_path.read_text(errors="replace"))
-            raise
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with kb_serve_process(env, tmp / "serve.log") as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
