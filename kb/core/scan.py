@@ -8,13 +8,17 @@ result, slower."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from functools import lru_cache
+from pathlib import Path
 
 from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
-CONTEXT_SLICE = 64 * 1024  # in larger blocks each context anchor is kept once per slice
+EVERY_CONTEXT_LIMIT = 64 * 1024  # up to this size every context line counts (capped)
+CONTEXT_SLICE = 1024 * 1024  # in larger blocks each context anchor is kept once per slice
 CONTEXT_HITS = 48  # in smaller ones, at most this many lines per context anchor
 
 try:  # pragma: no cover - import guard
@@ -28,6 +32,37 @@ def _escape(literal: str) -> bytes:
 
 
 _COMPILE = threading.Lock()  # the first uploads may arrive on several threads at once
+_CACHE_DIR: list[Path] = []  # set by the command line (an I/O layer), empty in the core
+
+
+def use_cache(directory: Path | None) -> None:
+    """Keep compiled databases in `directory`: compiling costs ~50 ms, loading ~1 ms,
+    which matters for a command-line run. Any failure to read or write the cache only
+    means compiling again."""
+    _CACHE_DIR[:] = [directory] if directory else []
+
+
+def _build(name: str, expressions: list[bytes], flags: list[int]):
+    """A block-mode database of `expressions` (ids 0..n-1), from the cache when it has it."""
+    ids = list(range(len(expressions)))
+    key = hashlib.sha256(repr((hyperscan.__version__, expressions, flags)).encode()).hexdigest()[:16]
+    path = _CACHE_DIR[0] / f"scan-{name}-{key}.hsdb" if _CACHE_DIR else None
+    if path is not None:
+        try:
+            return hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+        except Exception:  # missing, stale or from another CPU: compile it
+            pass
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(hyperscan.dumpb(database))
+            partial.replace(path)
+        except OSError:
+            pass
+    return database
 
 
 def _databases():
@@ -37,26 +72,18 @@ def _databases():
 
 @lru_cache(maxsize=1)
 def _compiled_databases():
-    """`errors`: expression 0 matches a line with any block anchor, 1 a line with any
-    single-line anchor; each ends at the newline, so a line is reported once per
-    expression however many anchors it holds. Context anchors are literals (they
-    compile in milliseconds): `every` reports each occurrence (small logs), `first`
-    once per scan (long logs repeat them in every progress bar and metrics line)."""
+    """`errors`: the block anchors (ids below `block_ids`) then the single-line anchors,
+    as literals (a literal database scans several times faster than one with patterns).
+    Context anchors: `every` reports each occurrence (small logs), `first` once per scan
+    (long logs repeat them in every progress bar and metrics line)."""
     blocks = sorted(set(BLOCK_ANCHORS))
     lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
     context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
-    to_eol = b"[^\\n]*\\n"
-    errors = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    errors.compile(expressions=[b"(?:" + b"|".join(_escape(a) for a in blocks) + b")" + to_eol,
-                                b"(?:" + b"|".join(_escape(a) for a in lines) + b")" + to_eol],
-                   ids=[0, 1], elements=2, flags=[0, 0])
+    errors = _build("errors", [_escape(a) for a in blocks + lines], [0] * (len(blocks) + len(lines)))
     literals = [_escape(a) for a in context]
-    ids = list(range(len(literals)))
-    every = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    every.compile(expressions=literals, ids=ids, elements=len(ids), flags=[0] * len(ids))
-    first = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    first.compile(expressions=literals, ids=ids, elements=len(ids), flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(ids))
-    return errors, every, first
+    every = _build("context-every", literals, [0] * len(literals))
+    first = _build("context-first", literals, [hyperscan.HS_FLAG_SINGLEMATCH] * len(literals))
+    return errors, len(blocks), every, first
 
 
 def _secret_database():
@@ -66,10 +93,7 @@ def _secret_database():
 
 @lru_cache(maxsize=1)
 def _compiled_secret_database():
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=[b"(?:" + b"|".join(_escape(a) for a in SECRET_ANCHORS) + b")[^\\n]*(?:\\n|$)"],
-                     ids=[0], elements=1, flags=[0])
-    return database
+    return _build("secrets", [b"(?:" + b"|".join(_escape(a) for a in SECRET_ANCHORS) + b")[^\\n]*(?:\\n|$)"], [0])
 
 
 def secret_lines(data: bytes) -> list[tuple[int, int]] | None:
@@ -114,12 +138,12 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
     stop = len(block) if stop is None else stop
     if hyperscan is None:
         return [(begin, stop)]
-    errors, every, first = _databases()
+    errors, block_ids, every, first = _databases()
     hits: list[tuple[int, bool]] = []
     offset = begin
 
     def on_error(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        hits.append((begin + end - 1, pattern_id == 0))
+        hits.append((begin + end, pattern_id < block_ids))
 
     seen: dict[int, int] = {}
 
@@ -131,7 +155,7 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
 
     view = memoryview(block)
     errors.scan(view[begin:stop], match_event_handler=on_error, scratch=_scratch(errors))
-    if stop - begin <= CONTEXT_SLICE:
+    if stop - begin <= EVERY_CONTEXT_LIMIT:
         every.scan(view[begin:stop], match_event_handler=on_context, scratch=_scratch(every))
     else:
         scratch = _scratch(first)
