@@ -6,7 +6,12 @@
    cascade (NCCL, peers gone: look for an earlier trigger), confirmation (signal/OOM kill),
    benign (recovered warnings, teardown noise), root.
 3. Rank: roots with a traceback first; within a tier the earliest wins, because what
-   happens first is what made the others happen.
+   happens first is what made the others happen. An error its process went on from
+   (INFO lines after it, a later error ending the run) is demoted as recovered.
+4. A native crash (segfault, abort) earlier than the best candidate wins: the process
+   died there and the rest is fallout.
+5. In `raise X from e` chains the cause is the root, unless X diagnoses it (says what it
+   means rather than repeating it): then X is what a person fixes.
 """
 
 from __future__ import annotations
@@ -139,7 +144,7 @@ def _group(found: list[Found]) -> list[Group]:
             line = min(group.first.event.line_number or 0, event.line_number or 0) or event.line_number
             group.first = item
             item.event.line_number = line
-        if _rank_order(tier) > _rank_order(group.tier):
+        if _BASE[tier] > _BASE[group.tier]:
             group.tier, group.reason = tier, reason
         group.count += 1
         if event.process and event.process not in group.ranks:
@@ -158,10 +163,6 @@ def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> No
         if line < last_root_line and last_info.get(event.process, 0) > line:
             group.recovered = True
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
-
-
-def _rank_order(tier: str) -> int:
-    return _BASE[tier]
 
 
 def _better_representative(new: Found, old: Found) -> bool:
