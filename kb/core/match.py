@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
 
 from kb.core.fingerprint import canonical_exception
@@ -43,7 +43,7 @@ def message_similarity(a: str, b: str) -> float:
     if min(len(head_a.split()), len(head_b.split())) >= 5:
         # the same error wrapped in more words by another engine or launcher; only the
         # statement counts here, not the advice that follows ("Try increasing ...")
-        ratio = max(ratio, fuzz.token_set_ratio(head_a, head_b) * 0.9)
+        ratio = max(ratio, fuzz.token_set_ratio(head_a, head_b, processor=utils.default_process) * 0.9)
     return ratio
 
 
