@@ -10,19 +10,20 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from kb.core.lazyre import LazyPattern, lazy
 from kb.core import patterns as P
 from kb.core.records import Context, ErrorEvent
 from kb.core.split import LogLine
 
 
-def _r(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+def _r(pattern: str, flags: int = 0) -> LazyPattern:
+    return lazy(pattern, flags)
 
 
 _NUM = r"['\"]?\s*[:=]?\s*['\"]?(\d+)"
 # (field, literals one of which the line must hold, pattern) in priority order; group 1 is
 # the value. The literal test is what keeps a kept line from running every pattern.
-FIELD_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+FIELD_PATTERNS: tuple[tuple[str, tuple[str, ...], LazyPattern], ...] = (
     ("engine_version:vllm", ('vLLM API server version',), _r(r"vLLM API server version v?(\d+\.\d+[\w.+-]*)")),
     ("engine_version:vllm", ('LLM engine (v',), _r(r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)")),
     # "vllm==0.11.0", "vllm version 0.11.0", "vllm: 0.11.0" (check_env), "vllm   0.11.0" (pip list)
@@ -74,7 +75,7 @@ _GPU = _r(
 )
 _GPU_INDEX = _r(r"\|\s+(\d+)\s+NVIDIA|GPU (\d+): NVIDIA")
 
-_ENGINE_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+_ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
     ("tensorrt-llm", _r(r"tensorrt_llm|TensorRT-LLM|\[TRT\]|tritonserver")),
     ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|text_generation_router|ShardCannotStart")),
     ("sglang", _r(r"\bsglang\b|sgl_kernel|sgl-workspace|scheduler_process|SGLang")),

@@ -8,41 +8,42 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb.core.lazyre import LazyPattern, lazy
 from kb.core.records import Frame
 
 
 @dataclass(frozen=True)
 class Normalizer:
     name: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     replacement: str
     sample: str
     why: str
 
 
 MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
-    Normalizer("long-list", re.compile(r"\[(?:'[^']*'(?:, )?){6,}[^\]]*\]?|\[[^\]]{160,}\]?"), "[<list>]",
+    Normalizer("long-list", lazy(r"\[(?:'[^']*'(?:, )?){6,}[^\]]*\]?|\[[^\]]{160,}\]?"), "[<list>]",
                "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BloomForCausalLM', 'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen2ForCausalLM']",
                "lists of supported things change with every release"),
-    Normalizer("url", re.compile(r"https?://\S+"), "<url>", "See https://docs.vllm.ai/en/latest/x for more", "doc links move"),
-    Normalizer("path", re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>",
+    Normalizer("url", lazy(r"https?://\S+"), "<url>", "See https://docs.vllm.ai/en/latest/x for more", "doc links move"),
+    Normalizer("path", lazy(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>",
                "/usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.so", "install locations differ"),
-    Normalizer("dotted-name", re.compile(r"\b[a-z_]\w*(?:\.\w+){2,}\b"), "<name>",
+    Normalizer("dotted-name", lazy(r"\b[a-z_]\w*(?:\.\w+){2,}\b"), "<name>",
                "weight model.layers.0.self_attn.q_proj.weight does not exist",
                "parameter and module names depend on the model, not on the cause"),
-    Normalizer("uuid", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>",
+    Normalizer("uuid", lazy(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>",
                "request 123e4567-e89b-12d3-a456-426614174000", "ids are per run"),
-    Normalizer("hex", re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{24,}\b"), "<hex>", "at 0x7f3789a61310", "addresses are per run"),
-    Normalizer("ip", re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>", "ip=29.125.226.69", "hosts differ"),
-    Normalizer("timestamp", re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>",
+    Normalizer("hex", lazy(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{24,}\b"), "<hex>", "at 0x7f3789a61310", "addresses are per run"),
+    Normalizer("ip", lazy(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>", "ip=29.125.226.69", "hosts differ"),
+    Normalizer("timestamp", lazy(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>",
                "2025-04-15 13:37:25,916", "time of the crash"),
-    Normalizer("size", re.compile(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b"), "<size>", "Tried to allocate 1.74 GiB",
+    Normalizer("size", lazy(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b"), "<size>", "Tried to allocate 1.74 GiB",
                "memory sizes depend on the model and the GPU"),
-    Normalizer("device", re.compile(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",
+    Normalizer("device", lazy(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",
                "GPU 7 has a total capacity", "which GPU or rank failed is not the cause"),
-    Normalizer("number", re.compile(r"(?<![\w.-])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])"), "<n>", "(got `num_heads`: 71 and `num_shards`: 2",
+    Normalizer("number", lazy(r"(?<![\w.-])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])"), "<n>", "(got `num_heads`: 71 and `num_shards`: 2",
                "counts, pids, lengths and line numbers vary between runs (names such as EAGLE-3 keep theirs)"),
-    Normalizer("whitespace", re.compile(r"\s+"), " ", "a\n  b", "line wrapping differs"),
+    Normalizer("whitespace", lazy(r"\s+"), " ", "a\n  b", "line wrapping differs"),
 )
 
 MAX_TEMPLATE = 240
@@ -58,12 +59,12 @@ def message_template(message: str) -> str:
 
 
 # -- frames -----------------------------------------------------------------------------
-_PACKAGE_ROOT = re.compile(r"(?:site|dist)-packages/")
+_PACKAGE_ROOT = lazy(r"(?:site|dist)-packages/")
 _KNOWN_PACKAGES = ("vllm", "sglang", "torch", "text_generation_server", "tensorrt_llm", "transformers",
                    "ray", "triton", "flash_attn", "xformers", "deepspeed", "accelerate", "megatron",
                    "xinference", "llama_index", "specforge", "trl", "peft", "llamafactory", "verl")
-_KNOWN_ROOT = re.compile(r"/(?:python/)?(" + "|".join(_KNOWN_PACKAGES) + r")/")
-_STDLIB = re.compile(r"/lib(?:64)?/python3\.\d+/")
+_KNOWN_ROOT = lazy(r"/(?:python/)?(" + "|".join(_KNOWN_PACKAGES) + r")/")
+_STDLIB = lazy(r"/lib(?:64)?/python3\.\d+/")
 
 
 def library_path(path: str) -> str:
@@ -91,26 +92,26 @@ def library_path(path: str) -> str:
 @dataclass(frozen=True)
 class FrameRule:
     name: str
-    pattern: re.Pattern[str]  # matched against "library/path.py:function"
+    pattern: LazyPattern  # matched against "library/path.py:function"
     sample: str
     why: str
 
 
 # Frames that say nothing about the cause: wrappers, dispatch, process bootstrap.
 IRRELEVANT_FRAMES: tuple[FrameRule, ...] = (
-    FrameRule("torch-module-call", re.compile(r"^torch/nn/modules/module\.py:(?:_call_impl|_wrapped_call_impl)$"),
+    FrameRule("torch-module-call", lazy(r"^torch/nn/modules/module\.py:(?:_call_impl|_wrapped_call_impl)$"),
               "torch/nn/modules/module.py:_call_impl", "nn.Module dispatch"),
-    FrameRule("contextlib", re.compile(r"(?:^|/)contextlib\.py:|torch/utils/_contextlib\.py:"),
+    FrameRule("contextlib", lazy(r"(?:^|/)contextlib\.py:|torch/utils/_contextlib\.py:"),
               "torch/utils/_contextlib.py:decorate_context", "decorators"),
-    FrameRule("stdlib-plumbing", re.compile(r"^(?:multiprocessing|threading|concurrent/futures|asyncio|runpy|functools|selectors|subprocess)[/.]"),
+    FrameRule("stdlib-plumbing", lazy(r"^(?:multiprocessing|threading|concurrent/futures|asyncio|runpy|functools|selectors|subprocess)[/.]"),
               "multiprocessing/process.py:_bootstrap", "process and thread bootstrap"),
-    FrameRule("uvloop", re.compile(r"uvloop"), "uvloop/loop.pyx:uvloop.loop.Loop.run_until_complete", "event loop"),
-    FrameRule("frozen", re.compile(r"^<frozen |<string>|<stdin>"), "<frozen importlib._bootstrap>:_call_with_frames_removed", "import machinery"),
-    FrameRule("tracing-wrapper", re.compile(r"tracing/otel\.py:|:(?:sync_wrapper|async_wrapper|wrapper|inner|wrapped|_wrapper)$"),
+    FrameRule("uvloop", lazy(r"uvloop"), "uvloop/loop.pyx:uvloop.loop.Loop.run_until_complete", "event loop"),
+    FrameRule("frozen", lazy(r"^<frozen |<string>|<stdin>"), "<frozen importlib._bootstrap>:_call_with_frames_removed", "import machinery"),
+    FrameRule("tracing-wrapper", lazy(r"tracing/otel\.py:|:(?:sync_wrapper|async_wrapper|wrapper|inner|wrapped|_wrapper)$"),
               "vllm/tracing/otel.py:sync_wrapper", "instrumentation and generic wrappers"),
-    FrameRule("elastic-wrapper", re.compile(r"torch/distributed/elastic/multiprocessing/errors/__init__\.py:"),
+    FrameRule("elastic-wrapper", lazy(r"torch/distributed/elastic/multiprocessing/errors/__init__\.py:"),
               "torch/distributed/elastic/multiprocessing/errors/__init__.py:wrapper", "torchrun's error recorder"),
-    FrameRule("cli-entry", re.compile(r"(?:^|/)(?:bin/[\w.-]+|scripts\.py|cli/main\.py|click/core\.py|typer/(?:main|core)\.py):"),
+    FrameRule("cli-entry", lazy(r"(?:^|/)(?:bin/[\w.-]+|scripts\.py|cli/main\.py|click/core\.py|typer/(?:main|core)\.py):"),
               "bin/vllm:<module>", "command-line entry points"),
 )
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kb.core.lazyre import LazyPattern, lazy
 from kb.core.redact import QUICK_LITERALS
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     sample: str
     why: str
     # extra fields used by some tables
@@ -29,8 +30,8 @@ class Rule:
     anchors: tuple[str, ...] = field(default_factory=tuple)  # literals for the pre-filter
 
 
-def _r(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+def _r(pattern: str, flags: int = 0) -> LazyPattern:
+    return lazy(pattern, flags)
 
 
 # --------------------------------------------------------------------------------------
@@ -41,7 +42,7 @@ def _r(pattern: str, flags: int = 0) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class Prefix:
     name: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     sample: str
     why: str
     header: bool = False
@@ -321,7 +322,7 @@ PHASE_MARKERS: tuple[Rule, ...] = (
 )
 
 # Phase implied by the function a frame names (root cause frames, nearest the raise first).
-FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
+FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b"), "cuda_graph_capture"),
     (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
@@ -332,7 +333,7 @@ FRAME_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 # Phase implied by the root cause's message.
-MESSAGE_PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
+MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"cuda graph|CUDA graph", re.I), "cuda_graph_capture"),
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"), "config"),

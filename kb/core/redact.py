@@ -7,35 +7,37 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb.core.lazyre import LazyPattern, lazy
+
 MASK = "***"
 
 
 @dataclass(frozen=True)
 class SecretRule:
     name: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     replacement: str
     sample: str
 
 
 SECRET_RULES: tuple[SecretRule, ...] = (
-    SecretRule("url-password", re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^@\s/'\"]+@"),
+    SecretRule("url-password", lazy(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^@\s/'\"]+@"),
                rf"\g<1>{MASK}@", "postgresql://kb:hunter2@db:5432/kb"),
-    SecretRule("bearer", re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\g<1>{MASK}",
+    SecretRule("bearer", lazy(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\g<1>{MASK}",
                "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc.def"),
-    SecretRule("api-key-flag", re.compile(r"(--api[-_]key[=\s]+['\"]?)[^\s'\"]+"), rf"\g<1>{MASK}",
+    SecretRule("api-key-flag", lazy(r"(--api[-_]key[=\s]+['\"]?)[^\s'\"]+"), rf"\g<1>{MASK}",
                "--api-key sk-local-12345"),
     SecretRule("secret-assignment",
-               re.compile(r"(\b[A-Za-z0-9_]*(?:TOKEN|_KEY|SECRET|PASSWORD|PASSWD)\b['\"]?\s*[=:]\s*['\"]?)(?!\*\*\*)[^\s'\",}]+"),
+               lazy(r"(\b[A-Za-z0-9_]*(?:TOKEN|_KEY|SECRET|PASSWORD|PASSWD)\b['\"]?\s*[=:]\s*['\"]?)(?!\*\*\*)[^\s'\",}]+"),
                rf"\g<1>{MASK}", "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789"),
     SecretRule("secret-dict-entry",
-               re.compile(r"(['\"](?:api_key|token|hf_token|password|secret|access_key|secret_key)['\"]\s*:\s*['\"])(?!\*\*\*)[^'\"]+", re.I),
+               lazy(r"(['\"](?:api_key|token|hf_token|password|secret|access_key|secret_key)['\"]\s*:\s*['\"])(?!\*\*\*)[^'\"]+", re.I),
                rf"\g<1>{MASK}", "{'api_key': 'sk-abc123456789'}"),
-    SecretRule("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), f"hf_{MASK}", "hf_abcdefghijklmnopqrstuvwxyz0123"),
-    SecretRule("openai-key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}\b"), f"sk-{MASK}", "sk-proj-abcdefghijklmnop1234"),
-    SecretRule("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), f"AKIA{MASK}", "AKIAIOSFODNN7EXAMPLE"),
-    SecretRule("github-token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), f"ghp_{MASK}", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
-    SecretRule("slack-token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"), f"xox-{MASK}", "xoxb-1234567890-abcdefghij"),
+    SecretRule("hf-token", lazy(r"\bhf_[A-Za-z0-9]{20,}\b"), f"hf_{MASK}", "hf_abcdefghijklmnopqrstuvwxyz0123"),
+    SecretRule("openai-key", lazy(r"\bsk-[A-Za-z0-9_-]{16,}\b"), f"sk-{MASK}", "sk-proj-abcdefghijklmnop1234"),
+    SecretRule("aws-access-key", lazy(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), f"AKIA{MASK}", "AKIAIOSFODNN7EXAMPLE"),
+    SecretRule("github-token", lazy(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), f"ghp_{MASK}", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    SecretRule("slack-token", lazy(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"), f"xox-{MASK}", "xoxb-1234567890-abcdefghij"),
 )
 
 # Cheap test before running the rules on a line: every rule needs one of these literals

@@ -72,18 +72,19 @@ def _databases():
 
 @lru_cache(maxsize=1)
 def _compiled_databases():
-    """`errors`: the block anchors (ids below `block_ids`) then the single-line anchors,
-    as literals (a literal database scans several times faster than one with patterns).
-    Context anchors: `every` reports each occurrence (small logs), `first` once per scan
-    (long logs repeat them in every progress bar and metrics line)."""
+    """One literal database (a literal database scans several times faster than one with
+    patterns): ids below `block_ids` are block anchors, below `error_ids` single-line
+    anchors, the rest context anchors. In `every` context anchors report each occurrence
+    (small logs); in `first` once per scan (long logs repeat them in every progress bar
+    and metrics line, so they are scanned in slices)."""
     blocks = sorted(set(BLOCK_ANCHORS))
     lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
     context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
-    errors = _build("errors", [_escape(a) for a in blocks + lines], [0] * (len(blocks) + len(lines)))
-    literals = [_escape(a) for a in context]
-    every = _build("context-every", literals, [0] * len(literals))
-    first = _build("context-first", literals, [hyperscan.HS_FLAG_SINGLEMATCH] * len(literals))
-    return errors, len(blocks), every, first
+    literals = [_escape(a) for a in blocks + lines + context]
+    errors = len(blocks) + len(lines)
+    every = _build("every", literals, [0] * len(literals))
+    first = _build("first", literals, [0] * errors + [hyperscan.HS_FLAG_SINGLEMATCH] * len(context))
+    return every, first, len(blocks), errors
 
 
 def _secret_database():
@@ -138,29 +139,31 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
     stop = len(block) if stop is None else stop
     if hyperscan is None:
         return [(begin, stop)]
-    errors, block_ids, every, first = _databases()
+    every, first, block_ids, error_ids = _databases()
     hits: list[tuple[int, bool]] = []
     offset = begin
-
-    def on_error(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        hits.append((begin + end, pattern_id < block_ids))
-
     seen: dict[int, int] = {}
 
-    def on_context(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+    def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        if pattern_id < error_ids:
+            hits.append((offset + end, pattern_id < block_ids))
+            return
         count = seen.get(pattern_id, 0)
         if count < CONTEXT_HITS:
             seen[pattern_id] = count + 1
             hits.append((offset + end, False))
 
     view = memoryview(block)
-    errors.scan(view[begin:stop], match_event_handler=on_error, scratch=_scratch(errors))
     if stop - begin <= EVERY_CONTEXT_LIMIT:
-        every.scan(view[begin:stop], match_event_handler=on_context, scratch=_scratch(every))
+        every.scan(view[begin:stop], match_event_handler=on_match, scratch=_scratch(every))
     else:
         scratch = _scratch(first)
-        for offset in range(begin, stop, CONTEXT_SLICE):
-            first.scan(view[offset:min(offset + CONTEXT_SLICE, stop)], match_event_handler=on_context, scratch=scratch)
+        while offset < stop:  # slices end on a newline: no anchor is cut in two
+            cut = block.rfind(b"\n", offset, min(offset + CONTEXT_SLICE, stop)) + 1
+            if cut <= offset:
+                cut = min(offset + CONTEXT_SLICE, stop)
+            first.scan(view[offset:cut], match_event_handler=on_match, scratch=scratch)
+            offset = cut
     if not hits:
         return []
     hits.sort()
@@ -173,9 +176,10 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
         if end <= covered_end and (not is_error or end <= error_line_end):
             continue
         line_start = rfind(b"\n", begin, end) + 1 or begin
+        warning = find(b" WARNING ", line_start, line_start + 120 if line_start + 120 < end else end)
         line_end = find(b"\n", end, stop)
         line_end = stop if line_end < 0 else line_end + 1
-        if find(b" WARNING ", line_start, min(line_start + 120, line_end)) >= 0:
+        if warning >= 0:
             # logged at WARNING level: the engine went on (a recovered traceback, a
             # deprecation); never the cause, and long logs are full of them
             if is_error:

@@ -10,16 +10,17 @@ import re
 from dataclasses import dataclass, field
 
 from kb.core import patterns as P
+from kb.core.lazyre import lazy
 from kb.core.records import ErrorEvent, Frame
 from kb.core.split import LogLine
 
 _MAX_FRAMES = 120
 _MAX_CONTINUATION = 25
-_TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))")
-_WHAT = re.compile(r"^\s*what\(\):\s+(?P<msg>.*)$")
-_CPP_END = re.compile(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
-_PROCESS_HEADER = re.compile(r"^Process [\w-]+:$")
-_XOSCAR = re.compile(r"^\[address=[^\]]*, pid=\d+\] ")
+_TERMINATE = lazy(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))")
+_WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
+_CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
+_PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
+_XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
 _ESCAPED_NEWLINE = "\\n"
 
 
@@ -355,7 +356,7 @@ class Extractor:
         return False
 
 
-_ANY_SYMPTOM = re.compile("|".join(f"(?:{rule.pattern.pattern})" for rule in P.SYMPTOMS))
+_ANY_SYMPTOM = lazy("|".join(f"(?:{rule.pattern.pattern})" for rule in P.SYMPTOMS))
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
 
 
@@ -369,7 +370,7 @@ def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     return bool(re.fullmatch(r"[A-Z]\w*(?:\([\w.]+\))?", last)) and last not in {"INFO", "WARNING", "DEBUG"}
 
 
-_WARNING_LINE = re.compile(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
+_WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 
 
 def _starts_structure(stripped: str) -> bool:
@@ -382,7 +383,7 @@ def _starts_structure(stripped: str) -> bool:
     return bool(exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False))
 
 
-_PYDANTIC_ERROR = re.compile(r"^\s*(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.M)
+_PYDANTIC_ERROR = lazy(r"^\s*(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.M)
 
 
 def _unwrap_validation_error(event: ErrorEvent) -> None:
