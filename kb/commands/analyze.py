@@ -36,9 +36,10 @@ def analyze(log: str, as_json: bool) -> None:
         stream = sys.stdin.buffer if log == "-" else open(log, "rb")
     except OSError as exc:
         raise click.ClickException(f"cannot read {log}: {exc.strerror}") from None
+    buffer = bytearray(CHUNK)  # one buffer, refilled: the analyzer keeps no reference to it
     with stream:
-        while chunk := stream.read(CHUNK):
-            analyzer.feed(chunk)
+        while size := stream.readinto(buffer):
+            analyzer.feed(buffer if size == CHUNK else buffer[:size])
     result = analyzer.finish()
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
