@@ -333,19 +333,14 @@ def breakdown(data: bytes, rounds: int = 5) -> dict:
     return {k: 1000 * statistics.median(v) for k, v in parts.items()}
 
 
-def in_process_ingest(url: str, logs: list[tuple[str, bytes]], uploads: int, threads: int,
-                      fast_redaction: bool) -> dict:
-    """ingest_upload from `threads` threads in this process, no HTTP. With fast_redaction
-    the core's redacted_text is replaced by a plain decode: a what-if that shows what the
-    service itself costs once redaction is cheap (never used by the server)."""
+def in_process_ingest(url: str, logs: list[tuple[str, bytes]], uploads: int, threads: int) -> dict:
+    """ingest_upload from `threads` threads in this process, no HTTP: what the service
+    costs without the web server, to tell the two apart."""
     from kb.db import migrate
     from kb.services import ingest
 
     db = Database(url, pool_size=threads)
     migrate.upgrade(db.engine)
-    original = ingest.redact_bytes
-    if fast_redaction:
-        ingest.redact_bytes = lambda data: (data.decode("utf-8", "replace"), 0)  # type: ignore[assignment]
     try:
         for _, data in logs[: len(CRASHES)]:
             ingest.ingest_upload(db, data, ingest.Overrides(), base_url="http://kb")
@@ -372,7 +367,6 @@ def in_process_ingest(url: str, logs: list[tuple[str, bytes]], uploads: int, thr
             t.join()
         wall = time.perf_counter() - start
     finally:
-        ingest.redact_bytes = original  # type: ignore[assignment]
         db.dispose()
     return {"per_s": len(latencies) / wall, "p50_ms": 1000 * pct(latencies, 50),
             "p99_ms": 1000 * pct(latencies, 99)}
@@ -391,7 +385,7 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=200)
     parser.add_argument("--skip-uploads", action="store_true")
     parser.add_argument("--skip-match", action="store_true")
-    parser.add_argument("--skip-what-if", action="store_true")
+    parser.add_argument("--skip-in-process", action="store_true")
     args = parser.parse_args()
     rng = random.Random(42)
 
@@ -412,15 +406,12 @@ def main() -> None:
             print(f"  {workers:>7} {result['per_s']:>10.1f} {result['p50_ms']:>8.1f} "
                   f"{result['p99_ms']:>8.1f}  {result['statuses']}", flush=True)
 
-    if not args.skip_what_if:
+    if not args.skip_in_process:
         print(f"\n[in process, no HTTP] ingest_upload from {args.clients} threads, one process")
-        print(f"  {'redaction':>22} {'uploads/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
-        for fast in (False, True):
-            with fresh_schema(args.postgres_url) as url:
-                result = in_process_ingest(url, logs, min(args.uploads, 150), args.clients, fast)
-            label = "what-if: decode only" if fast else "core redacted_text"
-            print(f"  {label:>22} {result['per_s']:>10.1f} {result['p50_ms']:>8.1f} "
-                  f"{result['p99_ms']:>8.1f}", flush=True)
+        print(f"  {'uploads/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+        with fresh_schema(args.postgres_url) as url:
+            result = in_process_ingest(url, logs, min(args.uploads, 150), args.clients)
+        print(f"  {result['per_s']:>10.1f} {result['p50_ms']:>8.1f} {result['p99_ms']:>8.1f}", flush=True)
 
     if not args.skip_match:
         from kb.db import migrate

@@ -63,13 +63,6 @@ SIMILAR_SHOWN = 5
 FAILURES = ("exit", "hang", "not_ready")  # why `kb run` uploaded
 IDEMPOTENCY_KEY_MAX = 200
 
-def analyze_bytes(data: bytes) -> Analysis:
-    return analyze(data)
-
-
-def redact_bytes(data: bytes) -> tuple[str, int]:
-    return redacted_text(data)
-
 
 def _gunzip(data: bytes, max_bytes: int) -> bytes:
     """Decompress a (possibly multi-member) gzip upload, refusing more than max_bytes of
@@ -206,7 +199,7 @@ def check_idempotency_key(raw: str | None) -> str | None:
 
 
 def analyze_log(data: bytes, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
-    analysis = analyze_bytes(data)
+    analysis = analyze(data)
     ctx = analysis.context
     changed = []
     for name, target, attr in (
@@ -284,7 +277,7 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                 return _replay(repo, first, base_url, candidate_limit)
     data = prepare_log(data, max_bytes)
     analysis, features = analyze_log(data, overrides)
-    text, redactions = redact_bytes(data)
+    text, redactions = redacted_text(data)
     encoded = text.encode("utf-8", "replace")
     log_gz = gzip.compress(encoded, compresslevel=1, mtime=0)
     analysis_json = analysis.to_dict()

@@ -26,13 +26,13 @@ from typing import Any
 import yaml
 from sqlalchemy import delete, text
 
+from kb.core.analyze import analyze
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES, CrashFeatures
 from kb.db.models import Fix, Incident, IncidentFingerprint, utcnow
 from kb.db.repositories import Repository
 from kb.db.session import Database
 from kb.services.advice import refresh_recommended_path
-from kb.services.ingest import analyze_bytes
 from kb.services.matching import route_key
 
 log = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ def fingerprint_examples(seed: Seed) -> list[ExamplePrint]:
     out: list[ExamplePrint] = []
     seen: set[str] = set()
     for name, log_text in seed.examples:
-        analysis = analyze_bytes(log_text.encode("utf-8"))
+        analysis = analyze(log_text.encode("utf-8"))
         if analysis.context.engine is None:
             analysis.context.engine = seed.engine
         fp = analysis.fingerprint
