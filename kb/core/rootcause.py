@@ -116,7 +116,7 @@ def _mark_diagnosed(found: list[Found]) -> set[int]:
         if item.chain_kind != "cause" or origin is None or item.event.truncated:
             continue
         text = f"{item.event.exception}: {item.event.message}"
-        if any(rule.pattern.search(text) for rule in P.SYMPTOMS) or len(item.event.message) < 30:
+        if P.first_rule(P.SYMPTOMS, text) or len(item.event.message) < 30:
             continue
         if origin.event.message[:30] and origin.event.message[:30] in item.event.message:
             continue
@@ -175,10 +175,9 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         text = event.message
     else:
         text = f"{event.exception}: {event.message}" if event.message else event.exception
-    header = item.header or ""
-    for rule in P.BENIGN:
-        if rule.pattern.search(text) or (header and rule.pattern.search(header)):
-            return "benign", f"{rule.name}: {rule.why}"
+    benign = P.first_rule(P.BENIGN, text) or (item.header and P.first_rule(P.BENIGN, item.header))
+    if benign:
+        return "benign", f"{benign.name}: {benign.why}"
     if item.level == "WARNING" and item.in_traceback:
         return "benign", "logged at WARNING level: the engine recovered from it"
     if id(item) in diagnosed:
@@ -189,12 +188,12 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         origin = _chain_root(item).event
         verb = "raised from" if item.chain_kind == "cause" else "raised while handling"
         return "symptom", f"{verb} {origin.exception or 'an earlier error'} in the same process"
-    for rule in P.SYMPTOMS:
-        if rule.pattern.search(text):
-            return "symptom", f"{rule.name}: {rule.why}"
-    for rule in P.CASCADES:
-        if rule.pattern.search(text):
-            return "cascade", f"{rule.name}: {rule.why}"
+    symptom = P.first_rule(P.SYMPTOMS, text)
+    if symptom:
+        return "symptom", f"{symptom.name}: {symptom.why}"
+    cascade = P.first_rule(P.CASCADES, text)
+    if cascade:
+        return "cascade", f"{cascade.name}: {cascade.why}"
     if event.role == "cascade":
         return "cascade", event.reason or "cascade"
     if event.role == "confirmation":

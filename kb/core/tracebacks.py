@@ -310,7 +310,7 @@ class Extractor:
             stream.continuation_lines = 0
             return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
-                line.level not in ("INFO", "DEBUG", "WARNING") and _ANY_SYMPTOM.search(stripped)):
+                line.level not in ("INFO", "DEBUG", "WARNING") and P.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception="ERROR", message=stripped, process=line.process,
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
@@ -356,7 +356,6 @@ class Extractor:
         return False
 
 
-_ANY_SYMPTOM = lazy("|".join(f"(?:{rule.pattern.pattern})" for rule in P.SYMPTOMS))
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
 
 

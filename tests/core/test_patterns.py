@@ -40,6 +40,12 @@ def test_secret_rule_matches_its_sample(rule):
     assert rule.pattern.search(rule.sample)
 
 
+@pytest.mark.parametrize("rule", [r for table in RULE_TABLES.values() for r in table if r.anchors], ids=lambda r: r.name)
+def test_rule_anchors_are_in_its_sample(rule):
+    """A rule is only tried on text holding one of its anchors: its sample must hold one."""
+    assert any(anchor in rule.sample for anchor in rule.anchors)
+
+
 def test_every_table_rule_anchor_reaches_the_prefilter():
     anchors = set(P.ERROR_ANCHORS)
     for table in (P.ERROR_LINES, P.KNOWN_MESSAGES):
