@@ -143,15 +143,33 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
     hits: list[tuple[int, bool]] = []
     offset = begin
     seen: dict[int, int] = {}
+    find = block.find
+    rfind = block.rfind
+    warning_line = [-1, -1]  # the last line found logged at WARNING level: [start, end)
+
+    def at_warning_level(position: int) -> bool:
+        """Logged at WARNING level (vLLM's prefix): the engine went on (a recovered
+        traceback, a deprecation); never the cause, and long logs are full of them."""
+        if warning_line[0] <= position < warning_line[1]:
+            return True
+        line_start = rfind(b"\n", begin, position) + 1 or begin
+        if find(b" WARNING ", line_start, line_start + 120 if line_start + 120 < position else position) < 0:
+            return False
+        line_end = find(b"\n", position, stop)
+        warning_line[:] = [line_start, stop if line_end < 0 else line_end + 1]
+        return True
 
     def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        position = offset + end
+        if at_warning_level(position):
+            return
         if pattern_id < error_ids:
-            hits.append((offset + end, pattern_id < block_ids))
+            hits.append((position, pattern_id < block_ids))
             return
         count = seen.get(pattern_id, 0)
         if count < CONTEXT_HITS:
             seen[pattern_id] = count + 1
-            hits.append((offset + end, False))
+            hits.append((position, False))
 
     view = memoryview(block)
     if stop - begin <= EVERY_CONTEXT_LIMIT:
@@ -170,21 +188,12 @@ def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple
     ranges: list[tuple[int, int]] = []
     covered_end = -1
     error_line_end = -1  # end of the line of the last error anchor: its window is done
-    find = block.find
-    rfind = block.rfind
     for end, is_error in hits:
         if end <= covered_end and (not is_error or end <= error_line_end):
             continue
         line_start = rfind(b"\n", begin, end) + 1 or begin
-        warning = find(b" WARNING ", line_start, line_start + 120 if line_start + 120 < end else end)
         line_end = find(b"\n", end, stop)
         line_end = stop if line_end < 0 else line_end + 1
-        if warning >= 0:
-            # logged at WARNING level: the engine went on (a recovered traceback, a
-            # deprecation); never the cause, and long logs are full of them
-            if is_error:
-                error_line_end = line_end
-            continue
         if is_error:
             error_line_end = line_end
             for _ in range(FOLLOWING_LINES):
