@@ -68,3 +68,25 @@ def test_eval_prints_the_figures(tmp_path):
 def test_eval_on_an_empty_folder_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(main, ["eval", str(tmp_path)])
     assert result.exit_code != 0 and "no labeled cases" in result.output
+
+
+def test_console_entry_fast_path_prints_the_same_json_as_the_command():
+    import subprocess
+    import sys
+
+    fast = subprocess.run([sys.executable, "-c", "from kb.entry import main; main()", "analyze", str(WRAPPED), "--json"],
+                          capture_output=True, check=True)
+    via_click = CliRunner().invoke(main, ["analyze", str(WRAPPED), "--json"])
+    assert json.loads(fast.stdout) == json.loads(via_click.output)
+
+
+def test_console_entry_falls_back_to_the_command_for_errors_and_help():
+    import subprocess
+    import sys
+
+    entry = [sys.executable, "-c", "import sys; sys.argv[0] = 'kb'; from kb.entry import main; main()"]
+    missing = subprocess.run([*entry, "analyze", "/nonexistent/vllm.log"], capture_output=True, text=True)
+    assert missing.returncode == 1
+    assert "cannot read /nonexistent/vllm.log" in missing.stderr and "Traceback" not in missing.stderr
+    helped = subprocess.run([*entry, "analyze", "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and "Usage:" in helped.stdout

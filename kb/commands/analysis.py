@@ -1,0 +1,48 @@
+"""Reading a log for `kb analyze`: the file (or standard input) in chunks through the
+streaming analyzer, and the text to print. No command-line framework here, so the
+console entry can run the common `kb analyze LOG [--json]` without loading one."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
+from kb.core import scan
+from kb.core.analyze import Analyzer
+from kb.core.records import Analysis
+
+CHUNK = 16 * 1024 * 1024
+
+
+def _cache_dir() -> Path | None:
+    try:
+        from platformdirs import user_cache_dir
+
+        return Path(os.environ.get("KB_CACHE_DIR") or user_cache_dir("crash-kb"))
+    except Exception:  # no home directory: compile every time
+        return None
+
+
+def analyze_stream(stream: BinaryIO) -> Analysis:
+    scan.use_cache(_cache_dir())
+    analyzer = Analyzer()
+    buffer = bytearray(CHUNK)  # one buffer, refilled: the analyzer keeps no reference to it
+    while size := stream.readinto(buffer):
+        analyzer.feed(buffer if size == CHUNK else buffer[:size])
+    return analyzer.finish()
+
+
+def open_log(log: str) -> BinaryIO:
+    """The log file, or standard input for `-` (OSError when it cannot be read)."""
+    return sys.stdin.buffer if log == "-" else open(log, "rb")
+
+
+def render(result: Analysis, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
+    from kb.commands.report import format_analysis
+
+    return format_analysis(result)
