@@ -192,11 +192,6 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").replace("\x00", "")
 
 
-def decode_log(data: bytes) -> str:
-    """The log as text: gzip inflated, invalid UTF-8 replaced, NULs dropped."""
-    return _text(inflate(data))
-
-
 def redacted_text(data: bytes) -> tuple[str, int]:
     """The text to store: decoded and with every secret masked (count returned). Only
     the lines the pre-filter flags run the rules, so a large log costs milliseconds."""

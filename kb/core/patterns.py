@@ -93,8 +93,6 @@ PREFIXES: tuple[Prefix, ...] = (
            "any other ISO-timestamped logger", header=True, starts='0123456789'),
 )
 
-# Symbols of process labels that identify the rank, for occurrence groups.
-RANK_IN_PROCESS = _r(r"(?:TP|DP|EP|PP|rank[= ]?|_)(\d+)")
 
 # --------------------------------------------------------------------------------------
 # Python traceback grammar
@@ -182,17 +180,17 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
          _r(r"^(?P<msg>The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache.*)$"),
          "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization`",
          "vllm/worker/worker.py raise_if_cache_size_invalid raises ValueError with this text",
-         exception="ValueError", role="root", kind="python", phase="kv_cache_profiling", anchors=("max seq len",)),
+         exception="ValueError", role="root", kind="python", anchors=("max seq len",)),
     Rule("vllm-ray-driver-without-gpu",
          _r(r"^(?P<msg>Ray does not allocate any GPUs on the driver node.*)$"),
          "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group",
          "vllm/executor/ray_gpu_executor.py raises ValueError with this text and V0 logs it first",
-         exception="ValueError", role="root", kind="python", phase="startup", anchors=("Ray does not allocate",)),
+         exception="ValueError", role="root", kind="python", anchors=("Ray does not allocate",)),
     Rule("vllm-no-cache-blocks",
          _r(r"^(?P<msg>No available memory for the cache blocks\..*)$"),
          "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
          "vLLM raises ValueError with this text when profiling leaves no room for the KV cache",
-         exception="ValueError", role="root", kind="python", phase="kv_cache_profiling", anchors=("No available memory for the cache",)),
+         exception="ValueError", role="root", kind="python", anchors=("No available memory for the cache",)),
 )
 
 # --------------------------------------------------------------------------------------

@@ -129,10 +129,6 @@ def _scratch(database) -> "hyperscan.Scratch":
     return scratch
 
 
-def available() -> bool:
-    return hyperscan is not None
-
-
 def windows(block: bytes, begin: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
     """Byte ranges [start, end) of whole lines of block[begin:stop] worth parsing, in
     order, merged; offsets are block's. The slice is scanned in place, never copied."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from kb.config import Settings
@@ -34,6 +37,22 @@ def _fail(action: str, url: str, exc: Exception) -> None:
     sys.exit(1)
 
 
+@contextmanager
+def _engine(database_url: str | None, action: str) -> Iterator[Engine]:
+    """An engine on the chosen database for one command; a database error becomes a
+    one-line message and exit 1, and the engine is always disposed."""
+    from kb.db.session import make_engine
+
+    settings = _settings(database_url)
+    engine = make_engine(settings.database_url, pool_size=1)
+    try:
+        yield engine
+    except SQLAlchemyError as exc:
+        _fail(action, settings.database_url, exc)
+    finally:
+        engine.dispose()
+
+
 @click.group()
 def db() -> None:
     """Create or migrate the database schema (Alembic migrations shipped in the package)."""
@@ -45,17 +64,10 @@ def db() -> None:
 def upgrade(revision: str, database_url: str | None) -> None:
     """Migrate the database up to REVISION (default: head)."""
     from kb.db import migrate
-    from kb.db.session import make_engine
 
-    settings = _settings(database_url)
-    engine = make_engine(settings.database_url, pool_size=1)
-    try:
+    with _engine(database_url, "migrate") as engine:
         migrate.upgrade(engine, revision)
         click.echo(f"database at revision {migrate.current_revision(engine)}")
-    except SQLAlchemyError as exc:
-        _fail("migrate", settings.database_url, exc)
-    finally:
-        engine.dispose()
 
 
 @db.command()
@@ -65,19 +77,12 @@ def upgrade(revision: str, database_url: str | None) -> None:
 def downgrade(revision: str, database_url: str | None, yes: bool) -> None:
     """Migrate the database down to REVISION (default: base, which drops every table)."""
     from kb.db import migrate
-    from kb.db.session import make_engine
 
-    settings = _settings(database_url)
     if revision == "base" and not yes and sys.stdin.isatty():
-        click.confirm(f"drop every table of {_safe_url(settings.database_url)}?", abort=True)
-    engine = make_engine(settings.database_url, pool_size=1)
-    try:
+        click.confirm(f"drop every table of {_safe_url(_settings(database_url).database_url)}?", abort=True)
+    with _engine(database_url, "migrate") as engine:
         migrate.downgrade(engine, revision)
         click.echo(f"database at revision {migrate.current_revision(engine) or 'base'}")
-    except SQLAlchemyError as exc:
-        _fail("migrate", settings.database_url, exc)
-    finally:
-        engine.dispose()
 
 
 @db.command()
@@ -85,17 +90,10 @@ def downgrade(revision: str, database_url: str | None, yes: bool) -> None:
 def current(database_url: str | None) -> None:
     """Print the database's schema revision and the newest one this version ships."""
     from kb.db import migrate
-    from kb.db.session import make_engine
 
-    settings = _settings(database_url)
-    engine = make_engine(settings.database_url, pool_size=1)
-    try:
+    with _engine(database_url, "read") as engine:
         click.echo(f"current: {migrate.current_revision(engine) or 'base'}")
         click.echo(f"head:    {migrate.head_revision()}")
-    except SQLAlchemyError as exc:
-        _fail("read", settings.database_url, exc)
-    finally:
-        engine.dispose()
 
 
 @click.command()
