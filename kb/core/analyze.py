@@ -18,7 +18,7 @@ from kb.core.split import parse_line
 from kb.core.tracebacks import Extractor
 
 GZIP_MAGIC = b"\x1f\x8b"
-HEAD_LINES = 40  # always parsed: launch command, first timestamp
+HEAD_LINES = 40  # parsed until the first timestamp, anchors or not
 MAX_LINE = 64 * 1024  # longer lines are cut (a log line of megabytes is a dump, not a message)
 MAX_FOUND = 20_000  # bound on errors kept; beyond it only exceptions are kept
 _INFLATE_STEP = 16 * 1024 * 1024
@@ -126,15 +126,21 @@ class Analyzer:
     def _block(self, block: bytes, begin: int, end: int) -> None:
         """Parse the lines worth parsing in block[begin:end] (whole lines)."""
         ranges = scan.windows(block, begin, end)
-        if self._lines_before < HEAD_LINES:
-            head_end = begin
-            for _ in range(HEAD_LINES - self._lines_before):
+        if self._lines_before < HEAD_LINES and self._context.first_timestamp is None:
+            # The head is parsed up to its first timestamp (where the time to crash
+            # starts); the lines with anything else worth parsing have anchors.
+            head_end, number = begin, self._lines_before
+            while number < HEAD_LINES and self._context.first_timestamp is None:
                 nxt = block.find(b"\n", head_end, end)
-                if nxt < 0:
-                    head_end = end
+                stop = end if nxt < 0 else nxt + 1
+                number += 1
+                self._line(number, block[head_end:stop].rstrip(b"\n"))
+                head_end = stop
+                if stop >= end:
                     break
-                head_end = nxt + 1
-            ranges = _merge([(begin, head_end)] + ranges)
+            ranges = [(max(start, head_end), stop) for start, stop in ranges if stop > head_end]
+            self._lines_before = number
+            begin = head_end
         position, line_number = begin, self._lines_before
         for start, stop in ranges:
             line_number += block.count(b"\n", position, start)
@@ -161,16 +167,6 @@ class Analyzer:
         self._context.feed(line)
 
 
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
 def analyze(data: bytes) -> Analysis:
     """Analyze a whole log held in memory (plain text or gzip). Never raises on any bytes."""
     analyzer = Analyzer()
@@ -188,24 +184,29 @@ def inflate(data: bytes) -> bytes:
     return data
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace").replace("\x00", "")
-
-
-def redacted_text(data: bytes) -> tuple[str, int]:
-    """The text to store: decoded and with every secret masked (count returned). Only
-    the lines the pre-filter flags run the rules, so a large log costs milliseconds."""
+def redacted_log(data: bytes) -> tuple[bytes, int]:
+    """The log to store, as UTF-8 bytes with every secret masked (count returned). Only
+    the lines the pre-filter flags are decoded and run the rules; the rest is copied as
+    bytes, so a megabyte log costs well under a millisecond."""
     raw = inflate(data)
+    if b"\x00" in raw:
+        raw = raw.replace(b"\x00", b"")
     lines = scan.secret_lines(raw)
     if lines is None:
-        return redact_lines(_text(raw))
-    pieces: list[str] = []
+        text, total = redact_lines(raw.decode("utf-8", "replace"))
+        return text.encode("utf-8"), total
+    pieces: list[bytes] = []
     total, position = 0, 0
     for start, end in lines:
-        pieces.append(_text(raw[position:start]))
-        text, count = redact(_text(raw[start:end]))
-        pieces.append(text)
+        pieces.append(raw[position:start])
+        text, count = redact(raw[start:end].decode("utf-8", "replace"))
+        pieces.append(text.encode("utf-8") if count else raw[start:end])
         total += count
         position = end
-    pieces.append(_text(raw[position:]))
-    return "".join(pieces), total
+    pieces.append(raw[position:])
+    out = b"".join(pieces) if len(pieces) > 1 else raw
+    try:
+        out.decode("utf-8")  # C speed on ASCII; a stored log is always valid UTF-8
+    except UnicodeDecodeError:
+        out = out.decode("utf-8", "replace").encode("utf-8")
+    return out, total

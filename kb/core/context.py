@@ -272,11 +272,20 @@ class ContextCollector:
         return self.first_timestamp, crash_ts, seconds
 
 
-_TIME_FORMATS = (
-    "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
-    "%Y-%m-%d %H:%M:%S,%f", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M:%S",
-    "%m/%d/%Y-%H:%M:%S", "%m%d %H:%M:%S.%f",
-)
+# (shape, strptime format): the shape picks the format to try, since a failing strptime
+# costs ~20 us (a vLLM "02-22 17:51:00" behind seven ISO formats cost 150 us).
+_TIME_FORMATS = tuple((re.compile(shape), fmt) for shape, fmt in (
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z$", "%Y-%m-%dT%H:%M:%S.%fZ"),
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", "%Y-%m-%dT%H:%M:%SZ"),
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+$", "%Y-%m-%dT%H:%M:%S.%f"),
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$", "%Y-%m-%dT%H:%M:%S"),
+    (r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+$", "%Y-%m-%d %H:%M:%S,%f"),
+    (r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+$", "%Y-%m-%d %H:%M:%S.%f"),
+    (r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", "%Y-%m-%d %H:%M:%S"),
+    (r"\d\d-\d\d \d\d:\d\d:\d\d$", "%m-%d %H:%M:%S"),
+    (r"\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d$", "%m/%d/%Y-%H:%M:%S"),
+    (r"\d{4} \d\d:\d\d:\d\d\.\d+$", "%m%d %H:%M:%S.%f"),
+))
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -286,11 +295,12 @@ def _parse_time(text: str) -> datetime | None:
     if len(text) > 26 and "." in text:  # nanoseconds: datetime takes microseconds
         head, _, tail = text.partition(".")
         text = f"{head}.{tail[:6]}{'Z' if text.endswith('Z') else ''}"
-    for fmt in _TIME_FORMATS:
-        try:
-            return datetime.strptime(text, fmt)
-        except ValueError:
-            continue
+    for shape, fmt in _TIME_FORMATS:
+        if shape.match(text):
+            try:
+                return datetime.strptime(text, fmt)
+            except ValueError:  # the shape fits, the values do not (month 13)
+                return None
     return None
 
 

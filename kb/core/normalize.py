@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kb.core.lazyre import LazyPattern, lazy
 from kb.core.records import Frame
@@ -49,6 +50,7 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
 MAX_TEMPLATE = 240
 
 
+@lru_cache(maxsize=4096)  # every rank prints the same error: grouping asks again and again
 def message_template(message: str) -> str:
     """`message` with the per-run parts replaced, cut to a length that survives the
     truncation that log viewers and bug reports apply."""

@@ -8,8 +8,10 @@ are only ever added, never renamed.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 PHASES = (
     "config",  # argument / config validation, before any process is spawned
@@ -142,7 +144,8 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON-ready dicts and lists (msgspec's C converter: 20x asdict)."""
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)

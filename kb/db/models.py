@@ -6,7 +6,7 @@ migrations in kb/db/migrations create exactly these.
   CrashFeatures columns matching narrows candidates on. `route_key` is unique, which
   is what makes concurrent uploads of one new crash create one incident, and merges move
   rows here so later uploads of the merged fingerprint land on the target.
-- occurrences: one upload: its analysis, the redacted log (gzip) and its context.
+- occurrences: one upload: its analysis, the redacted log (compressed) and its context.
 - fixes / fix_outcomes: known remedies and what users reported when they tried them.
 - incident_facets: (kind, value) pairs the list filters use (model_arch, gpu, ...).
 """
@@ -167,8 +167,8 @@ class Occurrence(Base):
     match_status: Mapped[str] = mapped_column(String(20))
     match_score: Mapped[float | None] = mapped_column(Float)
     analysis: Mapped[dict[str, Any]] = mapped_column(JsonType)
-    # The redacted log text, gzip-compressed (never the raw upload).
-    log_gz: Mapped[bytes] = mapped_column(LargeBinary)
+    # The redacted log text (never the raw upload), compressed by kb.db.logcodec.
+    log_compressed: Mapped[bytes] = mapped_column(LargeBinary)
     log_bytes: Mapped[int] = mapped_column(Integer)
     log_lines: Mapped[int] = mapped_column(Integer)
     redactions: Mapped[int] = mapped_column(Integer, default=0)

@@ -11,7 +11,19 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, delete, exists, func, or_, select, union_all, update
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -23,6 +35,7 @@ from kb.db.models import (
     IncidentFacet,
     IncidentFingerprint,
     Occurrence,
+    UTCDateTime,
 )
 
 _WORD = re.compile(r"[a-z][a-z_]{2,}")
@@ -75,6 +88,72 @@ def _candidate(row: Sequence[Any]) -> Candidate:
         pp=pp, ep=ep, phase=phase))
 
 
+def facet_values(pairs: Iterable[tuple[str, str | None]]) -> set[tuple[str, str]]:
+    """(kind, value) facets as stored: blanks dropped, values lowercased and clipped."""
+    return {(k, str(v).strip().lower()[:200]) for k, v in pairs if v and str(v).strip()}
+
+
+@dataclass(slots=True)
+class IncidentHead:
+    """What an upload's answer and its advice need of the incident it lands on, read by
+    the statement that finds the incident (no second query for the whole row)."""
+
+    id: int
+    title: str
+    slug: str | None
+    engine: str | None
+    engine_limitation: bool
+    next_incident_id: int | None
+    occurrence_count: int
+    first_seen: datetime | None
+    last_seen: datetime | None
+    fix_count: int
+    facets: set[tuple[str, str]]
+
+
+# The upload path runs these on every upload: built once, so each execution skips
+# statement construction and reuses SQLAlchemy's memoized cache key.
+_FACET_SEPARATOR, _KIND_SEPARATOR = "\x1e", "\x1f"
+_HEAD_COLUMNS = (
+    Incident.id, Incident.title, Incident.slug, Incident.engine, Incident.engine_limitation,
+    Incident.next_incident_id, Incident.occurrence_count, Incident.first_seen,
+    Incident.last_seen,
+    select(func.count(Fix.id)).where(Fix.incident_id == Incident.id).scalar_subquery(),
+    select(func.aggregate_strings(IncidentFacet.kind + _KIND_SEPARATOR + IncidentFacet.value,
+                                  _FACET_SEPARATOR))
+    .where(IncidentFacet.incident_id == Incident.id).scalar_subquery(),
+)
+_HEAD_BY_ROUTE = (select(Incident.merged_into_id, *_HEAD_COLUMNS)
+                  .join(IncidentFingerprint, IncidentFingerprint.incident_id == Incident.id)
+                  .where(IncidentFingerprint.route_key == bindparam("route_key")))
+_HEAD_BY_ID = select(*_HEAD_COLUMNS).where(Incident.id == bindparam("incident_id"))
+_SEEN_AT = bindparam("seen_at", type_=UTCDateTime())
+_COUNT_OCCURRENCE = (
+    update(Incident).where(Incident.id == bindparam("incident_id"))
+    .values(occurrence_count=Incident.occurrence_count + 1, last_seen=_SEEN_AT,
+            first_seen=func.coalesce(Incident.first_seen, _SEEN_AT))
+    .returning(Incident.occurrence_count, Incident.first_seen, Incident.last_seen))
+_ADD_OCCURRENCE = insert(Occurrence).returning(Occurrence.id)
+_ADD_FACETS = {
+    "postgresql": postgresql.insert(IncidentFacet).on_conflict_do_nothing(),
+    "sqlite": sqlite.insert(IncidentFacet).on_conflict_do_nothing(),
+}
+_FIXES_OF = (select(Fix).where(Fix.incident_id.in_(bindparam("incident_ids", expanding=True)))
+             .order_by(Fix.id))
+_OUTCOME_COUNTS = (
+    select(FixOutcome.fix_id, FixOutcome.worked, FixOutcome.engine_version,
+           FixOutcome.model_arch, func.count())
+    .where(FixOutcome.fix_id.in_(bindparam("fix_ids", expanding=True)))
+    .group_by(FixOutcome.fix_id, FixOutcome.worked, FixOutcome.engine_version,
+              FixOutcome.model_arch))
+
+
+def _head(row: Sequence[Any]) -> IncidentHead:
+    *columns, facets = row
+    pairs = (item.partition(_KIND_SEPARATOR) for item in (facets or "").split(_FACET_SEPARATOR))
+    return IncidentHead(*columns, facets={(kind, value) for kind, _, value in pairs if value})
+
+
 class Repository:
     def __init__(self, session: Session) -> None:
         self.s = session
@@ -82,17 +161,18 @@ class Repository:
 
     # ---- fingerprints and matching candidates ------------------------------------
 
-    def incident_for_route(self, route_key: str) -> int | None:
+    def head_by_route(self, route_key: str) -> IncidentHead | None:
         """The live incident a fingerprint routes to (one indexed lookup)."""
-        row = self.s.connection().execute(
-            select(IncidentFingerprint.incident_id, Incident.merged_into_id)
-            .join(Incident, Incident.id == IncidentFingerprint.incident_id)
-            .where(IncidentFingerprint.route_key == route_key)
-        ).first()
+        row = self.s.connection().execute(_HEAD_BY_ROUTE, {"route_key": route_key}).first()
         if row is None:
             return None
-        # Merges move fingerprints, so this is rare: a merge chain made by hand.
-        return row[0] if row[1] is None else self.live_incident_id(row[0])
+        if row[0] is not None:  # merges move fingerprints: only a merge chain made by hand
+            return self.head(self.live_incident_id(row[1]))
+        return _head(row[1:])
+
+    def head(self, incident_id: int) -> IncidentHead | None:
+        row = self.s.connection().execute(_HEAD_BY_ID, {"incident_id": incident_id}).first()
+        return _head(row) if row is not None else None
 
     def fingerprint_by_route(self, route_key: str) -> IncidentFingerprint | None:
         return self.s.execute(select(IncidentFingerprint).where(
@@ -177,20 +257,13 @@ class Repository:
         self.s.flush()
         return incident
 
-    def record_occurrence_seen(self, incident: Incident, when: datetime) -> None:
-        """Count one more occurrence in one statement (no read-modify-write race) and
-        put the stored values on `incident` without reloading it."""
-        from sqlalchemy.orm.attributes import set_committed_value
-
+    def count_occurrence(self, head: IncidentHead, when: datetime) -> None:
+        """Count one more occurrence in one statement (no read-modify-write race) and put
+        the stored counters on `head`. Uploads run it last before committing: it locks
+        the incident's row until then."""
         row = self.s.connection().execute(
-            update(Incident).where(Incident.id == incident.id).values(
-                occurrence_count=Incident.occurrence_count + 1,
-                last_seen=when,
-                first_seen=func.coalesce(Incident.first_seen, when),
-            ).returning(Incident.occurrence_count, Incident.first_seen, Incident.last_seen)
-        ).one()
-        for name, value in zip(("occurrence_count", "first_seen", "last_seen"), row, strict=True):
-            set_committed_value(incident, name, value)
+            _COUNT_OCCURRENCE, {"incident_id": head.id, "seen_at": when}).one()
+        head.occurrence_count, head.first_seen, head.last_seen = row
 
     def titles(self, ids: Iterable[int]) -> dict[int, tuple[str, bool]]:
         ids = list(set(ids))
@@ -207,19 +280,21 @@ class Repository:
         return set(self.s.execute(select(Incident.id).where(
             Incident.id.in_(ids), Incident.merged_into_id.is_(None))).scalars())
 
-    def chain(self, incident_id: int, max_hops: int = 10) -> list[Incident]:
+    def chain(self, incident_id: int, next_incident_id: int | None, max_hops: int = 10
+              ) -> list[Incident]:
         """The incidents known to follow this one once it is fixed, in order."""
         out: list[Incident] = []
         seen = {incident_id}
-        current = self.s.get(Incident, incident_id)
-        while current is not None and current.next_incident_id and len(out) < max_hops:
-            nxt_id = self.live_incident_id(current.next_incident_id)
+        while next_incident_id is not None and len(out) < max_hops:
+            nxt_id = self.live_incident_id(next_incident_id)
             if nxt_id in seen:
                 break
             seen.add(nxt_id)
             current = self.s.get(Incident, nxt_id)
-            if current is not None:
-                out.append(current)
+            if current is None:
+                break
+            out.append(current)
+            next_incident_id = current.next_incident_id
         return out
 
     def previous(self, incident_id: int) -> list[Incident]:
@@ -236,20 +311,12 @@ class Repository:
     # ---- facets --------------------------------------------------------------------
 
     def add_facets(self, incident_id: int, pairs: Iterable[tuple[str, str | None]]) -> None:
-        rows = [{"incident_id": incident_id, "kind": k, "value": v.strip().lower()[:200]}
-                for k, v in {(k, v) for k, v in pairs if v and str(v).strip()}]
-        if not rows:
-            return
-        if self.dialect == "postgresql":
-            stmt = postgresql.insert(IncidentFacet).values(rows).on_conflict_do_nothing()
-        elif self.dialect == "sqlite":
-            stmt = sqlite.insert(IncidentFacet).values(rows).on_conflict_do_nothing()
-        else:  # pragma: no cover - only SQLite and Postgres are supported
-            raise NotImplementedError(self.dialect)
-        self.s.connection().execute(stmt)  # one multi-row statement, one round trip
+        rows = [{"incident_id": incident_id, "kind": k, "value": v} for k, v in facet_values(pairs)]
+        if rows:  # one multi-row statement, one round trip
+            self.s.connection().execute(_ADD_FACETS[self.dialect], rows)
 
     def replace_facets(self, incident_id: int, kind: str, values: Iterable[str]) -> None:
-        wanted = {v.strip().lower()[:200] for v in values if v and v.strip()}
+        wanted = {value for _, value in facet_values((kind, v) for v in values)}
         current = set(self.s.execute(select(IncidentFacet.value).where(
             IncidentFacet.incident_id == incident_id, IncidentFacet.kind == kind)).scalars())
         if current - wanted:
@@ -277,16 +344,13 @@ class Repository:
 
     # ---- occurrences ---------------------------------------------------------------
 
-    def add_occurrence(self, **values: Any) -> int:
-        """Insert one occurrence (a Core insert: the 1 MB row never enters the ORM)."""
-        from sqlalchemy import insert
-
-        return self.s.connection().execute(
-            insert(Occurrence).values(**values).returning(Occurrence.id)).scalar_one()
+    def add_occurrence(self, values: dict[str, Any]) -> int:
+        """Insert one occurrence (a Core insert: the log never enters the ORM)."""
+        return self.s.connection().execute(_ADD_OCCURRENCE, values).scalar_one()
 
     def occurrences_of(self, incident_id: int, limit: int = 50) -> list[Occurrence]:
         # Load the context columns only: the analysis and the log stay on disk.
-        cols = [c for c in Occurrence.__table__.columns if c.name not in {"analysis", "log_gz"}]
+        cols = [c for c in Occurrence.__table__.columns if c.name not in {"analysis", "log_compressed"}]
         rows = self.s.execute(select(*cols).where(Occurrence.incident_id == incident_id)
                               .order_by(Occurrence.created_at.desc(), Occurrence.id.desc())
                               .limit(limit)).mappings().all()
@@ -295,7 +359,7 @@ class Repository:
     def occurrence_by_idempotency_key(self, key: str) -> Occurrence | None:
         """The occurrence an earlier upload with this Idempotency-Key stored (unique
         index), with its analysis but without the log."""
-        cols = [c for c in Occurrence.__table__.columns if c.name != "log_gz"]
+        cols = [c for c in Occurrence.__table__.columns if c.name != "log_compressed"]
         row = self.s.execute(select(*cols).where(Occurrence.idempotency_key == key)
                              ).mappings().first()
         return Occurrence(**dict(row)) if row is not None else None
@@ -326,7 +390,7 @@ class Repository:
         return [(r[0], date.fromisoformat(str(r[1])[:10]), r[2]) for r in rows]
 
     def occurrence_log(self, occurrence_id: int) -> bytes | None:
-        return self.s.execute(select(Occurrence.log_gz).where(
+        return self.s.execute(select(Occurrence.log_compressed).where(
             Occurrence.id == occurrence_id)).scalar_one_or_none()
 
     # ---- fixes and outcomes --------------------------------------------------------
@@ -338,8 +402,7 @@ class Repository:
         ids = list(set(incident_ids))
         if not ids:
             return []
-        return list(self.s.execute(select(Fix).where(Fix.incident_id.in_(ids))
-                                   .order_by(Fix.id)).scalars())
+        return list(self.s.execute(_FIXES_OF, {"incident_ids": ids}).scalars())
 
     def fix_by_seed_key(self, key: str) -> Fix | None:
         return self.s.execute(select(Fix).where(Fix.seed_key == key)).scalar_one_or_none()
@@ -349,12 +412,7 @@ class Repository:
         ids = list(set(fix_ids))
         if not ids:
             return []
-        rows = self.s.execute(
-            select(FixOutcome.fix_id, FixOutcome.worked, FixOutcome.engine_version,
-                   FixOutcome.model_arch, func.count())
-            .where(FixOutcome.fix_id.in_(ids))
-            .group_by(FixOutcome.fix_id, FixOutcome.worked, FixOutcome.engine_version,
-                      FixOutcome.model_arch))
+        rows = self.s.connection().execute(_OUTCOME_COUNTS, {"fix_ids": ids})
         return [tuple(r) for r in rows]  # type: ignore[misc]
 
     def has_outcomes(self, fix_id: int) -> bool:

@@ -17,7 +17,7 @@ from kb.core.recommend import (
 from kb.core.gpus import gpu_family
 from kb.core.records import CrashFeatures
 from kb.db.models import Fix, Incident
-from kb.db.repositories import Repository
+from kb.db.repositories import IncidentHead, Repository
 from kb.services.views import FixView, RecommendationView
 
 
@@ -67,15 +67,17 @@ def fix_view(fix: Fix, evidence: FixEvidence) -> FixView:
                    edited_at=fix.edited_at)
 
 
-def advise(repo: Repository, incident: Incident | None, where: Where,
+def advise(repo: Repository, incident: Incident | IncidentHead | None, where: Where,
            status: str) -> tuple[list[FixView], RecommendationView]:
     """Ranked fixes of `incident` and the recommendation for a crash in `where`."""
     if incident is None:
         advice = recommend(None, where, "new")
         return [], RecommendationView(advice.path, advice.fix_id, advice.reason)
-    fixes = repo.fixes_of([incident.id])
+    # A head read with the incident says when there is nothing to load.
+    known_none = isinstance(incident, IncidentHead) and not incident.fix_count
+    fixes = [] if known_none else repo.fixes_of([incident.id])
     evidence = fix_evidence(repo, fixes, where)
-    followers = repo.chain(incident.id)
+    followers = repo.chain(incident.id, incident.next_incident_id)
     chain = [ChainLink(i.id, i.title, i.engine_limitation) for i in followers]
     switches = [f for f in repo.fixes_of(i.id for i in followers) if f.kind == "switch_engine"]
     # the last incident of the chain first: that is where patching ends up

@@ -17,7 +17,6 @@ transaction rolls back whole and the retry finds the winner's occurrence.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -25,11 +24,12 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from kb.core.analyze import analyze, redacted_text
+from kb.core.analyze import analyze, redacted_log
 from kb.core.gpus import gpu_family
 from kb.core.records import Analysis, CrashFeatures
+from kb.db.logcodec import compress_log
 from kb.db.models import Incident, Occurrence, utcnow
-from kb.db.repositories import Repository
+from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import advise, where_at, where_of
 from kb.services.errors import InvalidInput, NotText, TooLarge
@@ -92,13 +92,13 @@ def _gunzip(data: bytes, max_bytes: int) -> bytes:
 def prepare_log(data: bytes, max_bytes: int) -> bytes:
     """The upload as text bytes: gunzipped, UTF-16 turned into UTF-8, and refused with a
     reason when it is empty, too large or not text at all."""
-    if not data or not data.strip():
+    if not data or data.isspace():  # isspace stops at the first other byte; strip copies
         raise InvalidInput("the log is empty")
     if len(data) > max_bytes:
         raise TooLarge(f"the log is larger than {max_bytes // (1024 * 1024)} MiB (KB_MAX_UPLOAD_MB)")
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(data, max_bytes)
-        if not data.strip():
+        if not data or data.isspace():
             raise InvalidInput("the log is empty once decompressed")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -221,7 +221,7 @@ def incident_url(base_url: str, incident_id: int) -> str:
     return f"{base_url.rstrip('/')}/incidents/{incident_id}"
 
 
-def incident_ref(incident: Incident, base_url: str) -> IncidentRef:
+def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRef:
     return IncidentRef(id=incident.id, url=incident_url(base_url, incident.id),
                        title=incident.title, occurrences=incident.occurrence_count,
                        first_seen=incident.first_seen, last_seen=incident.last_seen,
@@ -254,7 +254,7 @@ def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url:
     with db.read() as session:
         repo = Repository(session)
         match = find_match(repo, analysis.fingerprint, features, candidate_limit)
-        matched = repo.incident(match.incident_id) if match.incident_id else None
+        matched = match.head or (repo.head(match.incident_id) if match.incident_id else None)
         fixes, recommendation = advise(repo, matched, where_of(features), match.status)
         return UploadResult(
             incident=incident_ref(matched, base_url) if matched and match.status == "known" else None,
@@ -277,9 +277,8 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                 return _replay(repo, first, base_url, candidate_limit)
     data = prepare_log(data, max_bytes)
     analysis, features = analyze_log(data, overrides)
-    text, redactions = redacted_text(data)
-    encoded = text.encode("utf-8", "replace")
-    log_gz = gzip.compress(encoded, compresslevel=1, mtime=0)
+    stored, redactions = redacted_log(data)
+    log_compressed = compress_log(stored)
     analysis_json = analysis.to_dict()
     for attempt in range(attempts):
         try:
@@ -290,7 +289,7 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                     if first is not None:
                         return _replay(repo, first, base_url, candidate_limit)
                 return _store(repo, analysis, analysis_json, features, overrides,
-                              log_gz, len(encoded), analysis.lines or encoded.count(b"\n"),
+                              log_compressed, len(stored), analysis.lines,
                               redactions, base_url, candidate_limit, idempotency_key)
         except IntegrityError:
             # Another upload stored the same new fingerprint (or the same idempotency
@@ -327,9 +326,11 @@ def _replay(repo: Repository, first: Occurrence, base_url: str,
 
 
 def _store(repo: Repository, analysis: Analysis, analysis_json: dict[str, Any],
-           features: CrashFeatures, overrides: Overrides, log_gz: bytes, log_bytes: int,
+           features: CrashFeatures, overrides: Overrides, log_compressed: bytes, log_bytes: int,
            log_lines: int, redactions: int, base_url: str, candidate_limit: int,
            idempotency_key: str | None = None) -> UploadResult:
+    """One upload's writes, in as few statements as the answer allows: a known crash
+    costs the lookup, the occurrence insert, the advice reads and the counter update."""
     fp = analysis.fingerprint
     now = utcnow()
     match = find_match(repo, fp, features, candidate_limit)
@@ -341,39 +342,51 @@ def _store(repo: Repository, analysis: Analysis, analysis_json: dict[str, Any],
             fingerprint_version=fp.version, signature=fp.signature,
             exception=fp.exception[:300] or None, tags=[], links=[], model_archs=[],
             gpu_families=[], occurrence_count=0, created_at=now, updated_at=now)
+        head = IncidentHead(id=incident.id, title=incident.title, slug=None,
+                            engine=incident.engine, engine_limitation=False,
+                            next_incident_id=None, occurrence_count=0, first_seen=None,
+                            last_seen=None, fix_count=0, facets=set())
         repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features), features,
                              "upload")
     else:
         assert match.incident_id is not None
-        incident = repo.incident(match.incident_id)
-        assert incident is not None
+        found = match.head or repo.head(match.incident_id)
+        assert found is not None
+        head = found
         if not match.exact:
             # A fuzzy "known" match: route this fingerprint here from now on.
-            repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features),
+            repo.add_fingerprint(head.id, fp.version, fp.hash, route_key(fp, features),
                                  features, "upload")
     ctx = analysis.context
-    occurrence_id = repo.add_occurrence(
-        incident_id=incident.id, fingerprint_hash=fp.hash, match_status=match.status,
-        match_score=match.score, analysis=analysis_json, log_gz=log_gz, log_bytes=log_bytes,
-        log_lines=log_lines, redactions=redactions, engine=clip(ctx.engine, 40),
-        engine_version=clip(ctx.engine_version, 60), model=clip(ctx.model, 300),
-        model_arch=clip(ctx.model_arch, 120), gpu_name=clip(ctx.gpu.name, 120),
-        gpu_count=ctx.gpu.count, tp=ctx.parallel.tp, dp=ctx.parallel.dp, pp=ctx.parallel.pp,
-        ep=ctx.parallel.ep, phase=clip(analysis.phase, 40),
-        reporter=overrides.reporter, host=overrides.host, command=overrides.command,
-        exit_code=overrides.exit_code, cuda_visible_devices=overrides.cuda_visible_devices,
+    occurrence_id = repo.add_occurrence(dict(
+        incident_id=head.id, fingerprint_hash=fp.hash, match_status=match.status,
+        match_score=match.score, analysis=analysis_json, log_compressed=log_compressed,
+        log_bytes=log_bytes, log_lines=log_lines, redactions=redactions,
+        engine=clip(ctx.engine, 40), engine_version=clip(ctx.engine_version, 60),
+        model=clip(ctx.model, 300), model_arch=clip(ctx.model_arch, 120),
+        gpu_name=clip(ctx.gpu.name, 120), gpu_count=ctx.gpu.count, tp=ctx.parallel.tp,
+        dp=ctx.parallel.dp, pp=ctx.parallel.pp, ep=ctx.parallel.ep,
+        phase=clip(analysis.phase, 40), reporter=overrides.reporter, host=overrides.host,
+        command=overrides.command, exit_code=overrides.exit_code,
+        cuda_visible_devices=overrides.cuda_visible_devices,
         torch_version=overrides.torch_version, failure=overrides.failure,
-        idempotency_key=idempotency_key, created_at=now)
-    repo.record_occurrence_seen(incident, now)
-    repo.add_facets(incident.id, [
+        idempotency_key=idempotency_key, created_at=now))
+    if created:
+        advised = repo.head(match.incident_id) if match.incident_id else None  # similar
+    else:
+        advised = head
+    fixes, recommendation = advise(repo, advised, where_of(features), match.status)
+    new_facets = facet_values([
         ("model_arch", ctx.model_arch), ("gpu", ctx.gpu.name),
         ("gpu_family", gpu_family(ctx.gpu.name)),
-        ("engine_version", ctx.engine_version.lstrip("v") if ctx.engine_version else None)])
-    advised = repo.incident(match.incident_id) if match.incident_id else None
-    fixes, recommendation = advise(repo, advised, where_of(features), match.status)
+        ("engine_version", ctx.engine_version.lstrip("v") if ctx.engine_version else None),
+    ]) - head.facets
+    if new_facets:
+        repo.add_facets(head.id, new_facets)
+    repo.count_occurrence(head, now)  # last: it holds the incident's row lock until commit
     return UploadResult(
-        incident=incident_ref(incident, base_url), occurrence=OccurrenceRef(occurrence_id),
+        incident=incident_ref(head, base_url), occurrence=OccurrenceRef(occurrence_id),
         analysis=analysis_json,
         match=MatchView(match.status, match.incident_id, match.score, match.explanation),
-        similar=_similar(repo, match, incident.id if not created else None),
+        similar=_similar(repo, match, head.id if not created else None),
         fixes=fixes, recommendation=recommendation, created=created)

@@ -10,7 +10,7 @@ from rapidfuzz import fuzz, process
 
 from kb.core.match import KNOWN_THRESHOLD, SIMILAR_THRESHOLD, score
 from kb.core.records import CrashFeatures, Fingerprint, MatchScore
-from kb.db.repositories import Repository
+from kb.db.repositories import IncidentHead, Repository
 
 # The full scorer costs ~75 us a pair; past this many candidates, only the ones whose
 # message is closest (one C-level rapidfuzz pass) get the full score. The message carries
@@ -25,6 +25,7 @@ class MatchOutcome:
     score: float
     explanation: list[str]
     exact: bool = False
+    head: IncidentHead | None = None  # the incident of an exact match, as its lookup read it
     # Best score per other incident, best first (for the "similar" list).
     ranked: list[tuple[int, MatchScore]] = field(default_factory=list)
 
@@ -46,11 +47,11 @@ def _tier(value: float) -> str:
 
 def find_match(repo: Repository, fingerprint: Fingerprint, features: CrashFeatures,
                candidate_limit: int) -> MatchOutcome:
-    exact = repo.incident_for_route(route_key(fingerprint, features))
+    exact = repo.head_by_route(route_key(fingerprint, features))
     if exact is not None:
-        return MatchOutcome("known", exact, 100.0,
+        return MatchOutcome("known", exact.id, 100.0,
                             [f"fingerprint identical ({fingerprint.hash[:12]}, "
-                             f"v{fingerprint.version})"], exact=True)
+                             f"v{fingerprint.version})"], exact=True, head=exact)
     if not features.exception and not features.message_template:
         # Nothing to compare: two logs without an error are not the same crash.
         return MatchOutcome("new", None, 0.0, ["no error found in the log to match on"])

@@ -4,7 +4,6 @@ them as they are; the HTML pages render the same structs."""
 
 from __future__ import annotations
 
-import gzip
 from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import text
@@ -13,6 +12,7 @@ from kb import __version__
 from kb.core.match import SIMILAR_THRESHOLD, score
 from kb.core.recommend import PATHS, Where, version_in
 from kb.core.records import PHASES, CrashFeatures
+from kb.db.logcodec import decompress_log
 from kb.db.models import Incident, IncidentFingerprint, Occurrence
 from kb.db.repositories import Repository
 from kb.db.session import Database
@@ -177,7 +177,7 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         updated_at=incident.updated_at,
         merged_into=_linked(merged_into, base_url) if merged_into else None,
         next=_linked(nxt, base_url) if nxt else None,
-        chain=[_linked(i, base_url) for i in repo.chain(incident.id)],
+        chain=[_linked(i, base_url) for i in repo.chain(incident.id, incident.next_incident_id)],
         previous=[_linked(i, base_url) for i in repo.previous(incident.id)],
         fingerprints=[FingerprintView(
             version=f.version, hash=f.hash, source=f.source, exception=f.exception,
@@ -197,7 +197,7 @@ def occurrence_log(db: Database, occurrence_id: int) -> str:
         blob = Repository(session).occurrence_log(occurrence_id)
     if blob is None:
         raise NotFound(f"occurrence {occurrence_id} does not exist")
-    return gzip.decompress(blob).decode("utf-8", "replace")
+    return decompress_log(blob).decode("utf-8", "replace")
 
 
 def health(db: Database) -> Health:

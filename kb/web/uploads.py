@@ -51,11 +51,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[bytes | None, dict[str, str]]:
     fields: dict[str, str] = {}
-    log: bytearray | None = None
+    log: bytes | None = None
     files: list[str] = []
     received = 0
     current: MultipartSegment | None = None
-    buffer = bytearray()
+    pieces: list[bytes] = []  # of the current segment, joined once at its end
+    size = 0
     try:
         with PushMultipartParser(boundary, max_segment_count=64,
                                  max_segment_size=limit + 1) as parser:
@@ -66,21 +67,20 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
                     raise _too_large(limit)
                 for part in parser.parse(chunk):
                     if isinstance(part, MultipartSegment):
-                        current = part
-                        buffer = bytearray()
+                        current, pieces, size = part, [], 0
                     elif part:
-                        buffer += part
-                        if current is not None and current.name != "log" and len(buffer) > 64 * 1024:
+                        pieces.append(part)
+                        size += len(part)
+                        if current is not None and current.name != "log" and size > 64 * 1024:
                             raise InvalidInput(f"form field {current.name!r} is too long")
                     elif current is not None:
                         if current.name == "log":
-                            log = buffer
+                            log = b"".join(pieces)
                         elif current.filename:
                             files.append(current.name)
                         elif current.name in OVERRIDE_FIELDS:
-                            fields[current.name] = buffer.decode("utf-8", "replace")
-                        current = None
-                        buffer = bytearray()
+                            fields[current.name] = b"".join(pieces).decode("utf-8", "replace")
+                        current, pieces, size = None, [], 0
     except ParserLimitReached:
         raise _too_large(limit) from None
     except ParserError as exc:
@@ -91,7 +91,7 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
                            f"e.g. curl -F log=@vllm.log")
     if len(log) > limit:
         raise _too_large(limit)
-    return bytes(log), fields
+    return log, fields
 
 
 async def read_upload(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:

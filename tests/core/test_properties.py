@@ -76,13 +76,13 @@ def test_analysis_is_safe_on_many_threads_at_once():
     scratch space between threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kb.core.analyze import redacted_text
+    from kb.core.analyze import redacted_log
 
     log = TEMPLATE.format(prefix="/p", proc="Worker_TP0", pid=1, pid2=2, n1=1, n2=1, n3=1, n4=1, n5=1, n6=1,
                           gpu=0, size="1.00", date="01-01", time="00:00:00").encode() * 40
     expected = analyze(log).fingerprint.hash
     with ThreadPoolExecutor(max_workers=8) as pool:
         hashes = list(pool.map(lambda _: analyze(log).fingerprint.hash, range(32)))
-        texts = list(pool.map(lambda _: redacted_text(log)[1], range(32)))
+        texts = list(pool.map(lambda _: redacted_log(log)[1], range(32)))
     assert set(hashes) == {expected}
     assert set(texts) == {0}

@@ -1,4 +1,4 @@
-from kb.core.analyze import analyze, redacted_text
+from kb.core.analyze import analyze, redacted_log
 from kb.core.redact import redact
 
 SECRETS = {
@@ -33,13 +33,28 @@ def test_analysis_never_carries_a_secret():
     for secret in SECRETS:
         assert secret not in dumped
     assert result.redactions >= len(SECRETS)
-    text, count = redacted_text(log)
+    text, count = redacted_log(log)
     assert count == result.redactions
-    assert all(secret not in text for secret in SECRETS)
+    assert all(secret.encode() not in text for secret in SECRETS)
 
 
 def test_prefiltered_redaction_equals_redacting_every_line():
     from kb.core.redact import redact_lines
 
     log = ("INFO ok\n" * 50 + "\n".join(SECRETS.values()) + "\nplain tail é\n" + "x" * 10).encode()
-    assert redacted_text(log) == redact_lines(log.decode())
+    text, count = redact_lines(log.decode())
+    assert count >= len(SECRETS)
+    assert redacted_log(log) == (text.encode(), count)
+
+
+def test_stored_log_is_valid_utf8_with_the_secrets_masked():
+    """Lines without secrets are copied as bytes; the result is still valid UTF-8 when
+    the upload is not (a latin-1 line), and NUL bytes are gone."""
+    log = (b"INFO caf\xe9 au lait\n"
+           b"export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345\n"
+           b"plain \x00line\n")
+    stored, count = redacted_log(log)
+    text = stored.decode("utf-8")  # raises if the bytes are not UTF-8
+    assert count == 1
+    assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in text
+    assert text.startswith("INFO caf\ufffd au lait\n") and "\x00" not in text

@@ -19,6 +19,23 @@ def _path(url: str) -> str:
     return url.split("testserver.local")[-1]
 
 
+def test_a_known_crash_in_a_new_context_adds_its_facets_once(client):
+    """The second upload of a crash lands on the same incident; the GPU and
+    architecture it adds are listed and filter, the ones already there stay single."""
+    first = upload(client, vllm_log(), model_arch="kimi_k2", gpu="NVIDIA H100 80GB HBM3").json()
+    again = upload(client, vllm_log(), model_arch="kimi_k2", gpu="NVIDIA H100 80GB HBM3").json()
+    other = upload(client, vllm_log(), model_arch="llama", gpu="NVIDIA A100-SXM4-80GB").json()
+    incident_id = first["incident"]["id"]
+    assert again["incident"]["id"] == other["incident"]["id"] == incident_id
+    assert other["incident"]["occurrences"] == 3
+    row = client.get("/incidents").json()["items"][0]
+    assert sorted(row["model_archs"]) == ["kimi_k2", "llama"]
+    assert sorted(row["gpus"]) == ["nvidia a100-sxm4-80gb", "nvidia h100 80gb hbm3"]
+    for params in ({"gpu": "a100"}, {"gpu": "hopper"}, {"model_arch": "llama"}):
+        items = client.get("/incidents", params=params).json()["items"]
+        assert [i["id"] for i in items] == [incident_id], params
+
+
 def test_list_search_filters_and_paging(client):
     a = upload(client, vllm_log(), model_arch="kimi_k2", gpu="NVIDIA H100 80GB HBM3").json()
     b = upload(client, vllm_log(**NCCL), engine_version="0.10.1", gpu="NVIDIA A100-SXM4-80GB").json()

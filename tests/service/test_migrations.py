@@ -78,3 +78,41 @@ def test_0002_keeps_stored_uploads_and_enforces_one_occurrence_per_key(empty_db_
     finally:
         migrate.downgrade(db.engine, "base")
         db.dispose()
+
+
+def test_0003_reads_old_gzip_logs_and_downgrades_zstd_logs_to_gzip(empty_db_url):
+    """Logs stored as gzip before 0003 still read back after it; the downgrade turns the
+    zstd logs written since into gzip, so the older code reads every row."""
+    import gzip
+
+    from kb.db.logcodec import compress_log, decompress_log
+
+    db = Database(empty_db_url, pool_size=1)
+    insert = ("INSERT INTO occurrences (incident_id, match_status, analysis, {column}, log_bytes, "
+              "log_lines, redactions, created_at) VALUES (1, 'new', '{{}}', :log, 3, 1, 0, "
+              "CURRENT_TIMESTAMP)")
+    try:
+        migrate.upgrade(db.engine, "0002")
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO incidents (id, title, tags, links, model_archs, gpu_families, "
+                "engine_limitation, recommended_path, seeded, occurrence_count, created_at, "
+                "updated_at) VALUES (1, 'kept', '[]', '[]', '[]', '[]', false, 'investigate', "
+                "false, 2, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            conn.execute(sa.text(insert.format(column="log_gz")),
+                         {"log": gzip.compress(b"old gzip log\n")})
+        migrate.upgrade(db.engine, "0003")
+        with db.engine.begin() as conn:
+            conn.execute(sa.text(insert.format(column="log_compressed")),
+                         {"log": compress_log(b"new zstd log\n")})
+            stored = [decompress_log(row[0]) for row in conn.execute(sa.text(
+                "SELECT log_compressed FROM occurrences ORDER BY id"))]
+        assert stored == [b"old gzip log\n", b"new zstd log\n"]
+        migrate.downgrade(db.engine, "0002")
+        with db.engine.connect() as conn:
+            stored = [gzip.decompress(bytes(row[0])) for row in conn.execute(sa.text(
+                "SELECT log_gz FROM occurrences ORDER BY id"))]
+        assert stored == [b"old gzip log\n", b"new zstd log\n"]
+    finally:
+        migrate.downgrade(db.engine, "base")
+        db.dispose()

@@ -1,0 +1,36 @@
+"""Reading an upload as it streams in: the log comes out byte for byte whatever the
+chunking of the body, with the override fields beside it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from kb.web.uploads import read_upload
+
+
+class StreamingRequest:
+    """What read_upload uses of a Litestar request, fed in chunks of `size` bytes."""
+
+    def __init__(self, content_type: str, body: bytes, size: int) -> None:
+        self.headers = {"content-type": content_type, "content-length": str(len(body))}
+        self._body, self._size = body, size
+
+    async def stream(self):
+        for start in range(0, len(self._body), self._size):
+            yield self._body[start:start + self._size]
+        yield b""
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096, 65536, 10**7])
+def test_multipart_log_is_read_whole_in_any_chunking(size):
+    log = b"".join(b"line %d --boundary-like \r\n\xe9\n" % n for n in range(500))
+    request = httpx.Request("POST", "http://kb/incidents", data={"engine": "vllm", "tp": "8"},
+                            files={"log": ("vllm.log", log)})
+    body = request.read()
+    data, fields = asyncio.run(read_upload(
+        StreamingRequest(request.headers["content-type"], body, size), 1 << 30))
+    assert data == log
+    assert fields == {"engine": "vllm", "tp": "8"}
