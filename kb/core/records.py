@@ -8,10 +8,8 @@ are only ever added, never renamed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
-
-import msgspec
 
 PHASES = (
     "config",  # argument / config validation, before any process is spawned
@@ -144,8 +142,7 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dicts and lists (msgspec's C converter: 20x asdict)."""
-        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
+        return asdict(self)
 
 
 @dataclass(slots=True)

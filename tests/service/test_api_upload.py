@@ -229,3 +229,18 @@ def test_odd_but_valid_input_is_stored_not_rejected(client):
     assert response.status_code == 201, response.text
     assert upload(client, vllm_log(), tp=10**12).status_code == 400
     assert upload(client, vllm_log(), gpu_count=-1).status_code == 400
+
+
+def test_the_service_stores_the_same_analysis_dict_as_kb_analyze_json():
+    """The upload path converts the analysis with msgspec (fast); `kb analyze --json`
+    with dataclasses.asdict: for every fixture log the two agree exactly."""
+    from pathlib import Path
+
+    from kb.core.analyze import analyze
+    from kb.services.ingest import analysis_dict
+
+    logs = sorted((Path(__file__).parents[1] / "core" / "fixtures").glob("*.log"))
+    assert len(logs) >= 30
+    for path in logs:
+        analysis = analyze(path.read_bytes())
+        assert analysis_dict(analysis) == analysis.to_dict(), path.name

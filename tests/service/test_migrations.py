@@ -38,6 +38,15 @@ def test_upgrade_from_empty_and_downgrade_back(empty_db_url):
         db.dispose()
 
 
+def _add_incident(conn: sa.Connection) -> None:
+    """Incident 1, in the columns every revision has, for occurrences to point at."""
+    conn.execute(sa.text(
+        "INSERT INTO incidents (id, title, tags, links, model_archs, gpu_families, "
+        "engine_limitation, recommended_path, seeded, occurrence_count, created_at, "
+        "updated_at) VALUES (1, 'kept', '[]', '[]', '[]', '[]', false, 'investigate', "
+        "false, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+
+
 def test_0002_keeps_stored_uploads_and_enforces_one_occurrence_per_key(empty_db_url):
     """0001 -> 0002 -> 0001 with rows in place: nothing stored is lost (SQLite rebuilds
     the table in batch mode), the new columns start empty and the key is unique."""
@@ -48,11 +57,7 @@ def test_0002_keeps_stored_uploads_and_enforces_one_occurrence_per_key(empty_db_
     try:
         migrate.upgrade(db.engine, "0001")
         with db.engine.begin() as conn:
-            conn.execute(sa.text(
-                "INSERT INTO incidents (id, title, tags, links, model_archs, gpu_families, "
-                "engine_limitation, recommended_path, seeded, occurrence_count, created_at, "
-                "updated_at) VALUES (1, 'kept', '[]', '[]', '[]', '[]', false, 'investigate', "
-                "false, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            _add_incident(conn)
             conn.execute(sa.text(insert.format(extra="", values="")), {"log": b"old"})
         migrate.upgrade(db.engine, "0002")
         assert migrate.current_revision(db.engine) == "0002"
@@ -94,11 +99,7 @@ def test_0003_reads_old_gzip_logs_and_downgrades_zstd_logs_to_gzip(empty_db_url)
     try:
         migrate.upgrade(db.engine, "0002")
         with db.engine.begin() as conn:
-            conn.execute(sa.text(
-                "INSERT INTO incidents (id, title, tags, links, model_archs, gpu_families, "
-                "engine_limitation, recommended_path, seeded, occurrence_count, created_at, "
-                "updated_at) VALUES (1, 'kept', '[]', '[]', '[]', '[]', false, 'investigate', "
-                "false, 2, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            _add_incident(conn)
             conn.execute(sa.text(insert.format(column="log_gz")),
                          {"log": gzip.compress(b"old gzip log\n")})
         migrate.upgrade(db.engine, "0003")
