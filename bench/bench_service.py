@@ -30,8 +30,8 @@ import http.client
 import os
 import random
 import statistics
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from kb.core.records import CrashFeatures  # noqa: E402
 from kb.db.session import Database  # noqa: E402
+from tests.conftest import kb_serve_process  # noqa: E402
 from tests.service.logs import big_vllm_log  # noqa: E402
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -142,40 +143,13 @@ def make_logs(count: int, size: int, seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def serve(url: str, workers: int):
-    port = free_port()
+    """`kb serve --workers N` on `url`, started as the end-to-end tests start it."""
     env = {**os.environ, "KB_DATABASE_URL": url, "KB_SEED": "0", "KB_LOG_LEVEL": "warning"}
-    proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--port", str(port),
-                             "--workers", str(workers)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"kb serve did not start: {proc.stderr.read().decode()[-2000:]}")
-        time.sleep(0.2)
-    try:
+    with tempfile.TemporaryDirectory() as tmp, kb_serve_process(
+            env, Path(tmp) / "serve.log", "--workers", str(workers)) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def multipart_bodies(logs: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:

@@ -4,6 +4,8 @@ sample stops matching is a rule that silently stopped working."""
 import pytest
 
 from kb.core import patterns as P
+from kb.core.context import _ENGINE_LITERALS as CONTEXT_ENGINE_LITERALS
+from kb.core.context import _ENGINE_MARKERS as CONTEXT_ENGINE_MARKERS
 from kb.core.normalize import IRRELEVANT_FRAMES, MESSAGE_NORMALIZERS
 from kb.core.redact import SECRET_RULES
 
@@ -51,3 +53,25 @@ def test_every_table_rule_anchor_reaches_the_prefilter():
     for table in (P.ERROR_LINES, P.KNOWN_MESSAGES):
         for rule in table:
             assert any(anchor in rule.sample for anchor in anchors), rule.name
+
+
+def _alternative_samples(pattern: str) -> list[str]:
+    """A sample text for each top-level alternative of a marker pattern made of literals
+    with a few escapes, anchors and digit runs (what the engine markers are)."""
+    samples = []
+    for alternative in pattern.split("|"):
+        text = alternative.replace(r"\b", "").replace(r"\d+", "0").lstrip("^").rstrip("$")
+        samples.append(text.replace("\\", ""))
+    return samples
+
+
+@pytest.mark.parametrize("engine", [name for name, _ in CONTEXT_ENGINE_MARKERS])
+def test_engine_marker_literals_cover_every_alternative(engine):
+    """The engine detector tests literals before its regex (kb.core.context): every
+    alternative of the regex must contain one of the engine's literals, or lines that
+    match the regex would never reach it."""
+    pattern = dict(CONTEXT_ENGINE_MARKERS)[engine]
+    for sample in _alternative_samples(pattern.pattern):
+        assert pattern.search(sample), f"sample {sample!r} does not match {pattern.pattern!r}"
+        assert any(literal in sample for literal in CONTEXT_ENGINE_LITERALS[engine]), (
+            f"{engine}: no literal of _ENGINE_LITERALS in {sample!r}; add one")
