@@ -247,11 +247,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def kb_serve_process(env: dict[str, str], log_path: Path, *args: str) -> Iterator[str]:
-    """A real `kb serve` on a free loopback port (`args` appended to its command line);
-    yields its base URL. Its output goes to `log_path` and is printed when the block
-    fails, so a failing end-to-end test shows what the server said."""
-    port = free_port()
+def kb_serve_process(env: dict[str, str], log_path: Path, *args: str,
+                     port: int | None = None) -> Iterator[str]:
+    """A real `kb serve` on a loopback port (a free one unless `port` is given; `args`
+    appended to its command line); yields its base URL. Its output goes to `log_path`
+    and is printed when the block fails, so a failing end-to-end test shows what the
+    server said."""
+    port = port or free_port()
     with log_path.open("wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--host", "127.0.0.1",
                                  "--port", str(port), *args],

@@ -2,62 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from client_helpers import FAKE_LAUNCH, GPU, KB, REPO, free_port, run_kb, saved_log, spool_entries, wait_until
+from client_helpers import FAKE_LAUNCH, GPU, free_port, run_kb, saved_log, spool_entries
+
+from tests.conftest import kb_serve_process
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("kb.web.commands") is None, reason="the service (kb.web.commands) is not built yet"
 )
 
 
-def start_serve(tmp_path, port: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(KB_DATABASE_URL=f"sqlite:///{tmp_path / 'kb.db'}", KB_SEED="0", PYTHONPATH=str(REPO))
-    process = subprocess.Popen(
-        [*KB, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp_path / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
-    )
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"kb serve exited: {(tmp_path / 'serve.log').read_text()[-2000:]}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(healthy, 60, "kb serve to answer /healthz", interval=0.2)
-    return process
-
-
 @pytest.fixture
 def served(tmp_path) -> Iterator:
-    processes: list[subprocess.Popen] = []
+    """Starts `kb serve` on SQLite (on `port` when given) and returns its URL; every
+    server started is stopped after the test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update(KB_DATABASE_URL=f"sqlite:///{tmp_path / 'kb.db'}", KB_SEED="0")
+    urls: list[str] = []
+    with contextlib.ExitStack() as servers:
 
-    def start(port: int | None = None) -> str:
-        port = port or free_port()
-        processes.append(start_serve(tmp_path, port))
-        return f"http://127.0.0.1:{port}"
+        def start(port: int | None = None) -> str:
+            log = tmp_path / f"serve-{len(urls)}.log"
+            urls.append(servers.enter_context(kb_serve_process(env, log, port=port)))
+            return urls[-1]
 
-    yield start
-    for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+        yield start
 
 
 def crash_command() -> list[str]:
