@@ -20,6 +20,7 @@ from kb.core.tracebacks import Extractor
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_LINES = 40  # parsed until the first timestamp, anchors or not
 MAX_LINE = 64 * 1024  # longer lines are cut (a log line of megabytes is a dump, not a message)
+TIME_LOOKBACK = 8  # lines looked back from a window for the time the log had reached
 MAX_FOUND = 20_000  # bound on errors kept; beyond it only exceptions are kept
 _INFLATE_STEP = 16 * 1024 * 1024
 
@@ -27,7 +28,11 @@ _INFLATE_STEP = 16 * 1024 * 1024
 class Analyzer:
     """Streaming analyzer: `feed` chunks in order, then `finish`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, secret_lines: bool = False) -> None:
+        # With secret_lines, the lines that may hold a secret are collected from the
+        # pre-filter's pass over the blocks fed as they are (see analyze_for_storage).
+        self.secret_lines: list[tuple[int, int]] | None = [] if secret_lines else None
+        self.secret_lines_complete = True  # False once a cut line left bytes unscanned
         self._carry = b""
         self._lines_before = 0  # lines fully consumed before the current block
         self._inflater: zlib._Decompress | None = None
@@ -58,7 +63,7 @@ class Analyzer:
                 self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
         if self._carry:
             last = self._carry + b"\n"
-            self._block(last, 0, len(last))
+            self._block(last, 0, len(last), self._bytes - len(self._carry))
             self._carry = b""
         found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
@@ -99,6 +104,7 @@ class Analyzer:
     def _take(self, data: bytes) -> None:
         """Consume whole lines of `data` without copying it (chunks are megabytes); the
         partial last line waits in `_carry` for the next chunk."""
+        offset = self._bytes  # of data[0] in the (inflated) log
         self._bytes += len(data)
         begin = 0
         if self._carry:
@@ -106,26 +112,34 @@ class Analyzer:
             if newline < 0:
                 self._carry += data
                 if len(self._carry) > MAX_LINE * 4:  # one endless line: cut it
-                    self._block(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1)
-                    self._carry = b""
+                    self._cut_carry(self._bytes - len(self._carry))
                 return
             head = self._carry + data[:newline + 1]
+            self._block(head, 0, len(head), offset - len(self._carry))
             self._carry = b""
-            self._block(head, 0, len(head))
             begin = newline + 1
         cut = data.rfind(b"\n") + 1
         if cut <= begin:
             self._carry = data[begin:]
             if len(self._carry) > MAX_LINE * 4:
-                self._block(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1)
-                self._carry = b""
+                self._cut_carry(offset + begin)
             return
         self._carry = data[cut:]
-        self._block(data, begin, cut)
+        self._block(data, begin, cut, offset)
 
-    def _block(self, block: bytes, begin: int, end: int) -> None:
-        """Parse the lines worth parsing in block[begin:end] (whole lines)."""
-        ranges = scan.windows(block, begin, end)
+    def _cut_carry(self, offset: int) -> None:
+        """Parse the start of an endless line and drop the rest (unscanned)."""
+        self._block(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1, offset)
+        self._carry = b""
+        self.secret_lines_complete = False
+
+    def _block(self, block: bytes, begin: int, end: int, offset: int) -> None:
+        """Parse the lines worth parsing in block[begin:end] (whole lines); block[0] is
+        at `offset` in the log."""
+        secrets: list[tuple[int, int]] | None = [] if self.secret_lines is not None else None
+        ranges = scan.windows(block, begin, end, secrets)
+        if secrets:
+            self.secret_lines += [(offset + start, offset + stop) for start, stop in secrets]
         if self._lines_before < HEAD_LINES and self._context.first_timestamp is None:
             # The head is parsed up to its first timestamp (where the time to crash
             # starts); the lines with anything else worth parsing have anchors.
@@ -144,6 +158,7 @@ class Analyzer:
         position, line_number = begin, self._lines_before
         for start, stop in ranges:
             line_number += block.count(b"\n", position, start)
+            self._time_before(block, position, start, line_number)
             position = start
             for raw in block[start:stop].split(b"\n"):
                 if position >= stop:
@@ -152,6 +167,23 @@ class Analyzer:
                 position += len(raw) + 1
                 self._line(line_number, raw)
         self._lines_before = line_number + block.count(b"\n", position, end)
+
+    def _time_before(self, block: bytes, floor: int, start: int, number: int) -> None:
+        """Note the time of the nearest timestamped line before a window (up to
+        TIME_LOOKBACK lines back, not before `floor`): the lines the pre-filter skips
+        still tell when the log got there, and the time to crash needs the last time
+        before the crash (a request logged just before it), not the last parsed one."""
+        end = start
+        for _ in range(TIME_LOOKBACK):
+            if end <= floor:
+                return
+            line_start = block.rfind(b"\n", floor, end - 1) + 1 or floor
+            raw = block[line_start:end - 1][:MAX_LINE]
+            timestamp = parse_line(number, raw.decode("utf-8", "replace")).timestamp
+            if timestamp:
+                self._context.note_time(number, timestamp)
+                return
+            end, number = line_start, number - 1
 
     def _line(self, number: int, raw: bytes) -> None:
         if len(raw) > MAX_LINE:
@@ -172,6 +204,23 @@ def analyze(data: bytes) -> Analysis:
     analyzer = Analyzer()
     analyzer.feed(data)
     return analyzer.finish()
+
+
+def analyze_for_storage(data: bytes) -> tuple[Analysis, bytes, int]:
+    """`analyze` and `redacted_log` of a plain-text log (NUL bytes already removed, as
+    the service prepares uploads) with one pre-filter pass instead of two: the pass
+    that picks the lines to parse also marks the lines that may hold a secret."""
+    analyzer = Analyzer(secret_lines=True)
+    analyzer.feed(data)
+    analysis = analyzer.finish()
+    if (data[:2] == GZIP_MAGIC or b"\x00" in data or scan.hyperscan is None
+            or not analyzer.secret_lines_complete):
+        stored, redactions = redacted_log(data)
+        return analysis, stored, redactions
+    size = len(data)  # a last line without a newline was scanned with one added
+    lines = [(start, min(stop, size)) for start, stop in analyzer.secret_lines or ()]
+    stored, redactions = _redacted(data, lines)
+    return analysis, stored, redactions
 
 
 def inflate(data: bytes) -> bytes:
@@ -195,6 +244,11 @@ def redacted_log(data: bytes) -> tuple[bytes, int]:
     if lines is None:
         text, total = redact_lines(raw.decode("utf-8", "replace"))
         return text.encode("utf-8"), total
+    return _redacted(raw, lines)
+
+
+def _redacted(raw: bytes, lines: list[tuple[int, int]]) -> tuple[bytes, int]:
+    """`raw` with the secrets of the given lines masked, as valid UTF-8."""
     pieces: list[bytes] = []
     total, position = 0, 0
     for start, end in lines:
@@ -205,8 +259,9 @@ def redacted_log(data: bytes) -> tuple[bytes, int]:
         position = end
     pieces.append(raw[position:])
     out = b"".join(pieces) if len(pieces) > 1 else raw
-    try:
-        out.decode("utf-8")  # C speed on ASCII; a stored log is always valid UTF-8
-    except UnicodeDecodeError:
-        out = out.decode("utf-8", "replace").encode("utf-8")
+    if not out.isascii():  # ASCII is valid UTF-8: no decoding (and no 1 MB str) needed
+        try:
+            out.decode("utf-8")  # a stored log is always valid UTF-8
+        except UnicodeDecodeError:
+            out = out.decode("utf-8", "replace").encode("utf-8")
     return out, total

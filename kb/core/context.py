@@ -12,6 +12,7 @@ from datetime import datetime
 
 from kb.core.lazyre import LazyPattern, lazy
 from kb.core import patterns as P
+from kb.core import scan
 from kb.core.records import Context, ErrorEvent
 from kb.core.split import LogLine
 
@@ -97,6 +98,24 @@ _FIELD_LITERALS: dict[str, tuple[int, ...]] = {}
 for _index, (_name, _literals, _pattern) in enumerate(FIELD_PATTERNS):
     for _literal in _literals:
         _FIELD_LITERALS[_literal] = (*_FIELD_LITERALS.get(_literal, ()), _index)
+_GPU_LITERALS = ("NVIDIA", "Tesla", "Quadro")
+
+# Every literal a line is tested for, found in one pass: what each one means. Phase
+# anchors of a pattern that ignores case are found in any case (a separate entry).
+_CASE_SENSITIVE = sorted({*_FIELD_LITERALS, *_GPU_LITERALS,
+                          *(literal for literals in _ENGINE_LITERALS.values() for literal in literals),
+                          *(a for rule in P.PHASE_MARKERS if not rule.pattern.flags & re.I for a in rule.anchors)})
+_CASELESS = sorted({a for rule in P.PHASE_MARKERS if rule.pattern.flags & re.I for a in rule.anchors})
+_LINE_LITERALS = _CASE_SENSITIVE + _CASELESS
+_FIELDS_OF = [_FIELD_LITERALS.get(literal, ()) for literal in _CASE_SENSITIVE] + [()] * len(_CASELESS)
+_ENGINES_OF = [tuple(name for name, literals in _ENGINE_LITERALS.items() if literal in literals)
+               for literal in _CASE_SENSITIVE] + [()] * len(_CASELESS)
+_IS_GPU = [literal in _GPU_LITERALS for literal in _CASE_SENSITIVE] + [False] * len(_CASELESS)
+_PHASES_OF = [frozenset(n for n, rule in enumerate(P.PHASE_MARKERS)
+                        if literal in rule.anchors and caseless == bool(rule.pattern.flags & re.I))
+              for literal, caseless in [(a, False) for a in _CASE_SENSITIVE] + [(a, True) for a in _CASELESS]]
+_LINE_SCAN = scan.LiteralSet("context", _LINE_LITERALS,
+                             caseless=frozenset(range(len(_CASE_SENSITIVE), len(_LINE_LITERALS))))
 
 # "Qwen3MoeForCausalLM" -> "qwen3_moe"
 _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
@@ -140,26 +159,29 @@ class ContextCollector:
         if line.timestamp:
             if self.first_timestamp is None:
                 self.first_timestamp = line.timestamp
-            if len(self.timestamps) < 4096 or line.number - self.timestamps[-1][0] > 1000:
-                self.timestamps.append((line.number, line.timestamp))
+            self.note_time(line.number, line.timestamp)
         if line.engine and self.engine_hits.get(line.engine, 0) < 50:
             self.engine_hits[line.engine] = self.engine_hits.get(line.engine, 0) + 1
+        found = _LINE_SCAN.present(body)
         if self.engine_lines < 150:  # the engine is plain long before that
             self.engine_lines += 1
-            text = f"{line.process or ''} {body}"
+            # A marker matches the body or the process name, so one of its literals is
+            # in one of them (tested for each marker in test_patterns).
+            engines = {name for i in found for name in _ENGINES_OF[i]}
+            if line.process:
+                engines.update(name for i in _LINE_SCAN.present(line.process) for name in _ENGINES_OF[i])
             for name, pattern in _ENGINE_MARKERS:
-                if any(literal in text for literal in _ENGINE_LITERALS[name]) and (
+                if name in engines and (
                         pattern.search(body) or (line.process and pattern.search(line.process))):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
-        candidates = [index for literal, indices in _FIELD_LITERALS.items() if literal in body for index in indices]
-        for index in sorted(set(candidates)):
+        for index in sorted({index for i in found for index in _FIELDS_OF[i]}):
             name, _, pattern = FIELD_PATTERNS[index]
             if name in self.values:
                 continue
             match = pattern.search(body)
             if match:
                 self.values[name] = match.group(1) if match.groups() else "1"
-        if ("NVIDIA" in body or "Tesla" in body or "Quadro" in body) and len(self.gpus) < 64:
+        if any(_IS_GPU[i] for i in found) and len(self.gpus) < 64:
             for match in _GPU.finditer(body):
                 name = match.group(1).strip()
                 if len(name) > 8:
@@ -167,11 +189,19 @@ class ContextCollector:
             index = _GPU_INDEX.search(body)
             if index:
                 self.gpu_indices.add(index.group(1) or index.group(2))
-        for rule in P.PHASE_MARKERS if len(self.phases_seen) < len(P.PHASE_MARKERS) else ():
-            if rule.phase not in self.phases_seen and rule.pattern.search(body):
+        phases = {n for i in found for n in _PHASES_OF[i]} if len(self.phases_seen) < len(P.PHASE_MARKERS) else ()
+        for n, rule in enumerate(P.PHASE_MARKERS) if phases else ():
+            if n in phases and rule.phase not in self.phases_seen and rule.pattern.search(body):
                 self.phases_seen.add(rule.phase)  # stages only move forward: the first sighting is enough
                 self.phase_markers.append((line.number, rule.phase or "unknown"))
                 break
+
+    def note_time(self, number: int, timestamp: str) -> None:
+        """Line `number` was logged at `timestamp` (lines come in order)."""
+        if self.timestamps and number <= self.timestamps[-1][0]:
+            return
+        if len(self.timestamps) < 4096 or number - self.timestamps[-1][0] > 1000:
+            self.timestamps.append((number, timestamp))
 
     # ------------------------------------------------------------------------------------
     def build(self, root: ErrorEvent | None, frames_text: str, frame_files: list[str] | None = None) -> Context:

@@ -342,16 +342,27 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
 )
 
 # Markers of the crash phase, in pipeline order; the furthest stage reached before the
-# crash wins (stages only move forward during a launch).
+# crash wins (stages only move forward during a launch). A line is only searched for a
+# marker whose anchors it holds (in any case where the pattern ignores case).
 PHASE_MARKERS: tuple[Rule, ...] = (
     Rule("weight-loading", _r(r"Loading (?:safetensors|pt) checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"),
-         "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read", phase="weight_loading"),
+         "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read", phase="weight_loading",
+         anchors=("Loading ", "Starting to load model", "load_weights", "Load weight begin")),
     Rule("kv-profiling", _r(r"Loading model weights took|Model loading took|Memory profiling takes|Available KV cache memory|# GPU blocks|KV cache is|determine_num_available_blocks|Load weight end|Memory pool end"),
-         "Loading model weights took 14.99 GB", "weights are in; memory profiling follows", phase="kv_cache_profiling"),
+         "Loading model weights took 14.99 GB", "weights are in; memory profiling follows", phase="kv_cache_profiling",
+         anchors=("Loading model weights took", "Model loading took", "Memory profiling takes",
+                  "Available KV cache memory", "# GPU blocks", "KV cache is",
+                  "determine_num_available_blocks", "Load weight end", "Memory pool end")),
     Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph begin|capturing CUDA graph", re.I),
-         "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture"),
+         "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture",
+         anchors=("captur",)),  # in any case, as the pattern
     Rule("serving", _r(r"Application startup complete|Uvicorn running on|Avg prompt throughput|The server is fired up|Connected|POST /v1/|Prefill batch\.|Decode batch\.|Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took|Starting vLLM API server|Available routes are|chat_completions\{|generate_stream|text_generation_router::infer"),
-         "INFO:     Application startup complete.", "the server accepted requests", phase="serving"),
+         "INFO:     Application startup complete.", "the server accepted requests", phase="serving",
+         anchors=("Application startup complete", "Uvicorn running on", "Avg prompt throughput",
+                  "The server is fired up", "Connected", "POST /v1/", "Prefill batch.", "Decode batch.",
+                  "Graph capturing finished", "init engine (profile, create kv cache, warmup model) took",
+                  "Starting vLLM API server", "Available routes are", "chat_completions{",
+                  "generate_stream", "text_generation_router::infer")),
 )
 
 # Phase implied by the function a frame names (root cause frames, nearest the raise first).

@@ -48,10 +48,7 @@ def parse_line(number: int, raw: str) -> LogLine:
     container = None
     for _ in range(_MAX_LAYERS):
         stripped = False
-        first = text[:1]
-        for prefix in PREFIXES:
-            if prefix.starts and first not in prefix.starts:
-                continue
+        for prefix in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANY_START):
             match = prefix.pattern.match(text)
             if match is None or match.end() == 0:
                 continue
@@ -81,3 +78,11 @@ def parse_line(number: int, raw: str) -> LogLine:
 
 
 _LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "WARN": "WARNING"}
+
+# The prefixes that can apply to a line, by its first character, in PREFIXES' order: a
+# line tries the few that can match instead of testing `starts` for all of them.
+_PREFIXES_ANY_START = tuple(p for p in PREFIXES if not p.starts)
+_PREFIXES_BY_FIRST = {
+    char: tuple(p for p in PREFIXES if not p.starts or char in p.starts)
+    for char in {c for p in PREFIXES for c in p.starts}
+}

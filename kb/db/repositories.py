@@ -114,19 +114,20 @@ class IncidentHead:
 # The upload path runs these on every upload: built once, so each execution skips
 # statement construction and reuses SQLAlchemy's memoized cache key.
 _FACET_SEPARATOR, _KIND_SEPARATOR = "\x1e", "\x1f"
-_HEAD_COLUMNS = (
+HEAD_COLUMNS = (
     Incident.id, Incident.title, Incident.slug, Incident.engine, Incident.engine_limitation,
     Incident.next_incident_id, Incident.occurrence_count, Incident.first_seen,
     Incident.last_seen,
-    select(func.count(Fix.id)).where(Fix.incident_id == Incident.id).scalar_subquery(),
+    select(func.count(Fix.id)).where(Fix.incident_id == Incident.id).scalar_subquery()
+    .label("fix_count"),
     select(func.aggregate_strings(IncidentFacet.kind + _KIND_SEPARATOR + IncidentFacet.value,
                                   _FACET_SEPARATOR))
-    .where(IncidentFacet.incident_id == Incident.id).scalar_subquery(),
+    .where(IncidentFacet.incident_id == Incident.id).scalar_subquery().label("facets"),
 )
-_HEAD_BY_ROUTE = (select(Incident.merged_into_id, *_HEAD_COLUMNS)
+_HEAD_BY_ROUTE = (select(Incident.merged_into_id, *HEAD_COLUMNS)
                   .join(IncidentFingerprint, IncidentFingerprint.incident_id == Incident.id)
                   .where(IncidentFingerprint.route_key == bindparam("route_key")))
-_HEAD_BY_ID = select(*_HEAD_COLUMNS).where(Incident.id == bindparam("incident_id"))
+_HEAD_BY_ID = select(*HEAD_COLUMNS).where(Incident.id == bindparam("incident_id"))
 _SEEN_AT = bindparam("seen_at", type_=UTCDateTime())
 _COUNT_OCCURRENCE = (
     update(Incident).where(Incident.id == bindparam("incident_id"))
@@ -148,7 +149,7 @@ _OUTCOME_COUNTS = (
               FixOutcome.model_arch))
 
 
-def _head(row: Sequence[Any]) -> IncidentHead:
+def head_from_row(row: Sequence[Any]) -> IncidentHead:
     *columns, facets = row
     pairs = (item.partition(_KIND_SEPARATOR) for item in (facets or "").split(_FACET_SEPARATOR))
     return IncidentHead(*columns, facets={(kind, value) for kind, _, value in pairs if value})
@@ -168,11 +169,11 @@ class Repository:
             return None
         if row[0] is not None:  # merges move fingerprints: only a merge chain made by hand
             return self.head(self.live_incident_id(row[1]))
-        return _head(row[1:])
+        return head_from_row(row[1:])
 
     def head(self, incident_id: int) -> IncidentHead | None:
         row = self.s.connection().execute(_HEAD_BY_ID, {"incident_id": incident_id}).first()
-        return _head(row) if row is not None else None
+        return head_from_row(row) if row is not None else None
 
     def fingerprint_by_route(self, route_key: str) -> IncidentFingerprint | None:
         return self.s.execute(select(IncidentFingerprint).where(

@@ -78,6 +78,8 @@ class Database:
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
+        # For statements that are a transaction on their own (kb.db.known_upload).
+        self.autocommit_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.engine.execution_options(kb_write=True),
                                    expire_on_commit=False)

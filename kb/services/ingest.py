@@ -20,21 +20,23 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any
 
 import msgspec
 from sqlalchemy.exc import IntegrityError
 
-from kb.core.analyze import analyze, redacted_log
+from kb.core.analyze import analyze, analyze_for_storage
 from kb.core.gpus import gpu_family
 from kb.core.records import Analysis, CrashFeatures
+from kb.db.known_upload import store_known_occurrence
 from kb.db.logcodec import compress_log
 from kb.db.models import Incident, Occurrence, utcnow
 from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import advise, where_at, where_of
 from kb.services.errors import InvalidInput, NotText, TooLarge
-from kb.services.matching import MatchOutcome, find_match, route_key
+from kb.services.matching import MatchOutcome, exact_match, find_match, route_key
 from kb.services.views import (
     IncidentRef,
     MatchView,
@@ -200,7 +202,11 @@ def check_idempotency_key(raw: str | None) -> str | None:
 
 
 def analyze_log(data: bytes, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
-    analysis = analyze(data)
+    return with_overrides(analyze(data), overrides)
+
+
+def with_overrides(analysis: Analysis, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
+    """The analysis with what the uploader said put over what the log says."""
     ctx = analysis.context
     changed = []
     for name, target, attr in (
@@ -284,10 +290,17 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
             if first is not None:
                 return _replay(repo, first, base_url, candidate_limit)
     data = prepare_log(data, max_bytes)
-    analysis, features = analyze_log(data, overrides)
-    stored, redactions = redacted_log(data)
-    log_compressed = compress_log(stored)
-    analysis_json = analysis_dict(analysis)
+    analyzed, stored, redactions = analyze_for_storage(data)
+    analysis, features = with_overrides(analyzed, overrides)
+    now = utcnow()
+    occurrence = _occurrence_values(analysis, overrides, now, analysis_json=analysis_dict(analysis),
+                                    log_compressed=compress_log(stored), log_bytes=len(stored),
+                                    log_lines=analysis.lines, redactions=redactions,
+                                    idempotency_key=idempotency_key)
+    if db.dialect == "postgresql":
+        answer = _store_known(db, analysis, features, occurrence, now, base_url)
+        if answer is not None:
+            return answer
     for attempt in range(attempts):
         try:
             with db.write() as session:
@@ -296,9 +309,8 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                     first = repo.occurrence_by_idempotency_key(idempotency_key)
                     if first is not None:
                         return _replay(repo, first, base_url, candidate_limit)
-                return _store(repo, analysis, analysis_json, features, overrides,
-                              log_compressed, len(stored), analysis.lines,
-                              redactions, base_url, candidate_limit, idempotency_key)
+                return _store(repo, analysis, features, occurrence, now, base_url,
+                              candidate_limit)
         except IntegrityError:
             # Another upload stored the same new fingerprint (or the same idempotency
             # key) first: everything rolled back; look again.
@@ -333,14 +345,70 @@ def _replay(repo: Repository, first: Occurrence, base_url: str,
         replayed=True)
 
 
-def _store(repo: Repository, analysis: Analysis, analysis_json: dict[str, Any],
-           features: CrashFeatures, overrides: Overrides, log_compressed: bytes, log_bytes: int,
-           log_lines: int, redactions: int, base_url: str, candidate_limit: int,
-           idempotency_key: str | None = None) -> UploadResult:
+def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, *,
+                      analysis_json: dict[str, Any], log_compressed: bytes, log_bytes: int,
+                      log_lines: int, redactions: int, idempotency_key: str | None
+                      ) -> dict[str, Any]:
+    """The occurrence row of an upload, but for where it lands (incident_id, match_status,
+    match_score): the store that matches it fills those in."""
+    ctx = analysis.context
+    return dict(
+        fingerprint_hash=analysis.fingerprint.hash, analysis=analysis_json,
+        log_compressed=log_compressed, log_bytes=log_bytes, log_lines=log_lines,
+        redactions=redactions, engine=clip(ctx.engine, 40),
+        engine_version=clip(ctx.engine_version, 60), model=clip(ctx.model, 300),
+        model_arch=clip(ctx.model_arch, 120), gpu_name=clip(ctx.gpu.name, 120),
+        gpu_count=ctx.gpu.count, tp=ctx.parallel.tp, dp=ctx.parallel.dp, pp=ctx.parallel.pp,
+        ep=ctx.parallel.ep, phase=clip(analysis.phase, 40), reporter=overrides.reporter,
+        host=overrides.host, command=overrides.command, exit_code=overrides.exit_code,
+        cuda_visible_devices=overrides.cuda_visible_devices,
+        torch_version=overrides.torch_version, failure=overrides.failure,
+        idempotency_key=idempotency_key, created_at=now)
+
+
+def _facets(analysis: Analysis) -> set[tuple[str, str]]:
+    """The facets an upload adds to its incident (what it was seen on)."""
+    ctx = analysis.context
+    return facet_values([
+        ("model_arch", ctx.model_arch), ("gpu", ctx.gpu.name),
+        ("gpu_family", gpu_family(ctx.gpu.name)),
+        ("engine_version", ctx.engine_version.lstrip("v") if ctx.engine_version else None),
+    ])
+
+
+def _store_known(db: Database, analysis: Analysis, features: CrashFeatures,
+                 occurrence: dict[str, Any], now: datetime, base_url: str
+                 ) -> UploadResult | None:
+    """A repeat of a known crash on Postgres: stored by one statement in autocommit
+    (kb.db.known_upload), then advised. None when the general path must store it: no
+    live incident has its exact route, or its idempotency key is taken (a retry racing
+    the first upload: the general path answers it with the first upload)."""
+    fp = analysis.fingerprint
+    try:
+        stored = store_known_occurrence(
+            db.autocommit_engine, route_key(fp, features),
+            {**occurrence, "match_status": "known", "match_score": 100.0}, _facets(analysis), now)
+    except IntegrityError:
+        return None
+    if stored is None:
+        return None
+    head, occurrence_id = stored
+    match = exact_match(head, fp)
+    with db.read() as session:
+        fixes, recommendation = advise(Repository(session), head, where_of(features), "known")
+    return UploadResult(
+        incident=incident_ref(head, base_url), occurrence=OccurrenceRef(occurrence_id),
+        analysis=occurrence["analysis"],
+        match=MatchView(match.status, match.incident_id, match.score, match.explanation),
+        similar=[], fixes=fixes, recommendation=recommendation, created=False)
+
+
+def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
+           occurrence: dict[str, Any], now: datetime, base_url: str, candidate_limit: int
+           ) -> UploadResult:
     """One upload's writes, in as few statements as the answer allows: a known crash
     costs the lookup, the occurrence insert, the advice reads and the counter update."""
     fp = analysis.fingerprint
-    now = utcnow()
     match = find_match(repo, fp, features, candidate_limit)
     created = match.status != "known"
     if created:
@@ -365,36 +433,21 @@ def _store(repo: Repository, analysis: Analysis, analysis_json: dict[str, Any],
             # A fuzzy "known" match: route this fingerprint here from now on.
             repo.add_fingerprint(head.id, fp.version, fp.hash, route_key(fp, features),
                                  features, "upload")
-    ctx = analysis.context
-    occurrence_id = repo.add_occurrence(dict(
-        incident_id=head.id, fingerprint_hash=fp.hash, match_status=match.status,
-        match_score=match.score, analysis=analysis_json, log_compressed=log_compressed,
-        log_bytes=log_bytes, log_lines=log_lines, redactions=redactions,
-        engine=clip(ctx.engine, 40), engine_version=clip(ctx.engine_version, 60),
-        model=clip(ctx.model, 300), model_arch=clip(ctx.model_arch, 120),
-        gpu_name=clip(ctx.gpu.name, 120), gpu_count=ctx.gpu.count, tp=ctx.parallel.tp,
-        dp=ctx.parallel.dp, pp=ctx.parallel.pp, ep=ctx.parallel.ep,
-        phase=clip(analysis.phase, 40), reporter=overrides.reporter, host=overrides.host,
-        command=overrides.command, exit_code=overrides.exit_code,
-        cuda_visible_devices=overrides.cuda_visible_devices,
-        torch_version=overrides.torch_version, failure=overrides.failure,
-        idempotency_key=idempotency_key, created_at=now))
+    occurrence_id = repo.add_occurrence({**occurrence, "incident_id": head.id,
+                                         "match_status": match.status,
+                                         "match_score": match.score})
     if created:
         advised = repo.head(match.incident_id) if match.incident_id else None  # similar
     else:
         advised = head
     fixes, recommendation = advise(repo, advised, where_of(features), match.status)
-    new_facets = facet_values([
-        ("model_arch", ctx.model_arch), ("gpu", ctx.gpu.name),
-        ("gpu_family", gpu_family(ctx.gpu.name)),
-        ("engine_version", ctx.engine_version.lstrip("v") if ctx.engine_version else None),
-    ]) - head.facets
+    new_facets = _facets(analysis) - head.facets
     if new_facets:
         repo.add_facets(head.id, new_facets)
     repo.count_occurrence(head, now)  # last: it holds the incident's row lock until commit
     return UploadResult(
         incident=incident_ref(head, base_url), occurrence=OccurrenceRef(occurrence_id),
-        analysis=analysis_json,
+        analysis=occurrence["analysis"],
         match=MatchView(match.status, match.incident_id, match.score, match.explanation),
         similar=_similar(repo, match, head.id if not created else None),
         fixes=fixes, recommendation=recommendation, created=created)

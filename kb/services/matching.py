@@ -45,13 +45,18 @@ def _tier(value: float) -> str:
     return "similar" if value >= SIMILAR_THRESHOLD else "new"
 
 
+def exact_match(head: IncidentHead, fingerprint: Fingerprint) -> MatchOutcome:
+    """The verdict for a crash whose exact route leads to `head`."""
+    return MatchOutcome("known", head.id, 100.0,
+                        [f"fingerprint identical ({fingerprint.hash[:12]}, v{fingerprint.version})"],
+                        exact=True, head=head)
+
+
 def find_match(repo: Repository, fingerprint: Fingerprint, features: CrashFeatures,
                candidate_limit: int) -> MatchOutcome:
     exact = repo.head_by_route(route_key(fingerprint, features))
     if exact is not None:
-        return MatchOutcome("known", exact.id, 100.0,
-                            [f"fingerprint identical ({fingerprint.hash[:12]}, "
-                             f"v{fingerprint.version})"], exact=True, head=exact)
+        return exact_match(exact, fingerprint)
     if not features.exception and not features.message_template:
         # Nothing to compare: two logs without an error are not the same crash.
         return MatchOutcome("new", None, 0.0, ["no error found in the log to match on"])

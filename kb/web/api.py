@@ -68,8 +68,10 @@ def base_url(request: Request) -> str:
     return (public or str(request.base_url)).rstrip("/")
 
 
-def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    """Writes need `Authorization: Bearer <token>` when KB_API_TOKENS is set."""
+async def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """Writes need `Authorization: Bearer <token>` when KB_API_TOKENS is set. Async
+    although it never waits: Litestar runs a sync guard in a worker thread, a thread
+    handoff on every upload."""
     tokens = settings_of(connection.app.state).api_tokens
     if not tokens:
         return

@@ -1,6 +1,8 @@
 """Every entry of the pattern tables matches its own sample line: a table entry whose
 sample stops matching is a rule that silently stopped working."""
 
+import re
+
 import pytest
 
 from kb.core import patterns as P
@@ -45,7 +47,36 @@ def test_secret_rule_matches_its_sample(rule):
 @pytest.mark.parametrize("rule", [r for table in RULE_TABLES.values() for r in table if r.anchors], ids=lambda r: r.name)
 def test_rule_anchors_are_in_its_sample(rule):
     """A rule is only tried on text holding one of its anchors: its sample must hold one."""
-    assert any(anchor in rule.sample for anchor in rule.anchors)
+    assert any(_holds(rule, rule.sample, anchor) for anchor in rule.anchors)
+
+
+def _holds(rule, text: str, anchor: str) -> bool:
+    """`anchor` in `text`, in any case when the rule's pattern ignores case."""
+    if rule.pattern.flags & re.IGNORECASE:
+        return anchor.lower() in text.lower()
+    return anchor in text
+
+
+def _expansions(pattern: str) -> list[str]:
+    """A text for every way through a pattern of literals, top-level alternatives and
+    (?:a|b) groups of literals (what the phase markers are)."""
+    group = re.search(r"\(\?:([^()]*)\)", pattern)
+    if group:
+        return [text for option in group.group(1).split("|")
+                for text in _expansions(pattern[:group.start()] + option + pattern[group.end():])]
+    return [alternative.replace("\\", "") for alternative in re.split(r"(?<!\\)\|", pattern)]
+
+
+@pytest.mark.parametrize("rule", P.PHASE_MARKERS, ids=lambda r: r.name)
+def test_phase_marker_anchors_cover_every_alternative(rule):
+    """A line is searched for a phase marker only when it holds one of the marker's
+    anchors (kb.core.context): every way the pattern can match must hold one."""
+    texts = _expansions(rule.pattern.pattern)
+    assert len(texts) > 1
+    for text in texts:
+        assert rule.pattern.search(text), f"{text!r} does not match {rule.pattern.pattern!r}"
+        assert any(_holds(rule, text, anchor) for anchor in rule.anchors), (
+            f"{rule.name}: no anchor in {text!r}; add one")
 
 
 def test_every_table_rule_anchor_reaches_the_prefilter():

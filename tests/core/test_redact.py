@@ -58,3 +58,63 @@ def test_stored_log_is_valid_utf8_with_the_secrets_masked():
     assert count == 1
     assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in text
     assert text.startswith("INFO caf\ufffd au lait\n") and "\x00" not in text
+
+
+def _storage_cases():
+    """Logs the one-pass path must store exactly as analyze + redacted_log do."""
+    from pathlib import Path
+
+    from kb.core.analyze import inflate
+
+    fixtures = sorted((Path(__file__).parent / "fixtures").glob("*.log*"))
+    for path in fixtures:
+        yield path.name, inflate(path.read_bytes()).replace(b"\x00", b"")
+    secrets = "\n".join(SECRETS.values())
+    warning = "(Worker pid=7) WARNING 02-22 17:51:12 [env.py:1] HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345"
+    body = "INFO 02-22 17:51:00 [a.py:1] start\n" + "INFO 02-22 17:51:01 [a.py:2] step\n" * 3000
+    yield "secret first", (secrets + "\n" + body).encode()
+    yield "secret in a warning line", (body + warning + "\n" + body).encode()
+    yield "secret on a last line without newline", (body + secrets).encode()
+    yield "secrets beyond one scan slice", (body * 12 + secrets + "\n" + body * 12 + secrets).encode()
+    yield "one line, no newline", secrets.replace("\n", " ").encode()
+    yield "an endless line", ("x" * 300_000 + " HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345").encode()
+    yield "latin-1 bytes", b"INFO caf\xe9\n" + secrets.encode() + b"\nplain \xff tail"
+
+
+def test_one_pass_storage_equals_analysis_plus_redaction():
+    from kb.core.analyze import analyze_for_storage
+
+    for name, log in _storage_cases():
+        analysis, stored, count = analyze_for_storage(log)
+        assert (stored, count) == redacted_log(log), name
+        assert analysis.to_dict() == analyze(log).to_dict(), name
+
+
+def test_one_pass_storage_masks_every_secret():
+    from kb.core.analyze import analyze_for_storage
+
+    for name, log in _storage_cases():
+        _, stored, _ = analyze_for_storage(log)
+        for secret in SECRETS:
+            assert secret.encode() not in stored, (name, secret)
+
+
+def test_without_hyperscan_the_verdict_is_the_same(monkeypatch):
+    """The pre-filter only saves time: with no hyperscan (an unsupported platform) every
+    line is parsed and every literal tested by hand. The crash found, its fingerprint,
+    phase, symptoms and time to crash do not change, nor does the stored log (parsing
+    every line may find more context and process names)."""
+    from kb.core import scan
+    from kb.core.analyze import analyze_for_storage
+
+    cases = list(_storage_cases())
+    expected = [(analyze(log).to_dict(), redacted_log(log)) for _, log in cases]
+    monkeypatch.setattr(scan, "hyperscan", None)
+    for (name, log), (want, stored) in zip(cases, expected):
+        got = analyze(log).to_dict()
+        for key in ("root_cause", "fingerprint", "phase", "symptoms"):
+            assert got[key] == want[key], (name, key)
+        if want["root_cause"] is not None:
+            assert got["timing"] == want["timing"], name
+        assert redacted_log(log) == stored, name
+        assert analyze_for_storage(log)[1:] == stored, name
