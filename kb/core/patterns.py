@@ -320,15 +320,6 @@ ENGINE_MESSAGES: tuple[Rule, ...] = (
          "SGLang's sgl-kernel / flashinfer kernels report failures this way", engine="sglang"),
 )
 
-def first_rule(rules: tuple[Rule, ...], text: str) -> Rule | None:
-    """The first rule of a table whose anchors and pattern match `text`. The literal test
-    comes first: most rules are then never compiled, let alone run."""
-    for rule in rules:
-        if (not rule.anchors or any(anchor in text for anchor in rule.anchors)) and rule.pattern.search(text):
-            return rule
-    return None
-
-
 # Continuation lines that are boilerplate hints, not part of the message.
 MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
     Rule("cuda-async-hint", _r(r"^CUDA kernel errors might be asynchronously reported"),

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from kb.core import patterns as P
+from kb.core import scan
 from kb.core.normalize import library_path, message_template
 from kb.core.records import ErrorEvent, Frame
 from kb.core.tracebacks import Found
@@ -116,7 +117,7 @@ def _mark_diagnosed(found: list[Found]) -> set[int]:
         if item.chain_kind != "cause" or origin is None or item.event.truncated:
             continue
         text = f"{item.event.exception}: {item.event.message}"
-        if P.first_rule(P.SYMPTOMS, text) or len(item.event.message) < 30:
+        if scan.first_rule(P.SYMPTOMS, text) or len(item.event.message) < 30:
             continue
         if origin.event.message[:30] and origin.event.message[:30] in item.event.message:
             continue
@@ -175,7 +176,7 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         text = event.message
     else:
         text = f"{event.exception}: {event.message}" if event.message else event.exception
-    benign = P.first_rule(P.BENIGN, text) or (item.header and P.first_rule(P.BENIGN, item.header))
+    benign = scan.first_rule(P.BENIGN, text) or (item.header and scan.first_rule(P.BENIGN, item.header))
     if benign:
         return "benign", f"{benign.name}: {benign.why}"
     if item.level == "WARNING" and item.in_traceback:
@@ -188,10 +189,10 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         origin = _chain_root(item).event
         verb = "raised from" if item.chain_kind == "cause" else "raised while handling"
         return "symptom", f"{verb} {origin.exception or 'an earlier error'} in the same process"
-    symptom = P.first_rule(P.SYMPTOMS, text)
+    symptom = scan.first_rule(P.SYMPTOMS, text)
     if symptom:
         return "symptom", f"{symptom.name}: {symptom.why}"
-    cascade = P.first_rule(P.CASCADES, text)
+    cascade = scan.first_rule(P.CASCADES, text)
     if cascade:
         return "cascade", f"{cascade.name}: {cascade.why}"
     if event.role == "cascade":

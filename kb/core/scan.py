@@ -12,9 +12,10 @@ import hashlib
 import os
 import threading
 from functools import lru_cache
+from collections.abc import Sequence
 from pathlib import Path
 
-from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS
+from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS, Rule
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
 EVERY_CONTEXT_LIMIT = 64 * 1024  # up to this size every context line counts (capped)
@@ -129,6 +130,8 @@ class LiteralSet:
 
     def present(self, text: str) -> list[int]:
         """Indices of the literals in `text` (each once, in no particular order)."""
+        if not self.literals:
+            return []
         if hyperscan is None:
             lowered = text.lower() if self.caseless else text
             return [i for i, literal in enumerate(self.literals)
@@ -150,6 +153,46 @@ class LiteralSet:
 
 def _collect(pattern_id: int, start: int, end: int, flags: int, found: list[int]) -> None:
     found.append(pattern_id)
+
+
+class RuleIndex:
+    """The rules of a pattern table worth trying on a text, in table order: a rule is
+    tried only when the text holds one of its anchors (a rule without anchors always
+    is). One LiteralSet pass instead of an `in` test per anchor of every rule."""
+
+    def __init__(self, name: str, rules: Sequence[Rule]) -> None:
+        self.table = rules
+        self.rules = tuple(rules)
+        anchors = sorted({anchor for rule in self.rules for anchor in rule.anchors})
+        self._literals = LiteralSet(name, anchors)
+        self._rules_of = [tuple(n for n, rule in enumerate(self.rules) if anchor in rule.anchors)
+                          for anchor in anchors]
+        self._always = frozenset(n for n, rule in enumerate(self.rules) if not rule.anchors)
+
+    def candidates(self, text: str) -> list[Rule]:
+        picked = set(self._always)
+        for found in self._literals.present(text):
+            picked.update(self._rules_of[found])
+        return [self.rules[n] for n in sorted(picked)]
+
+    def first(self, text: str) -> Rule | None:
+        """The first rule whose anchors and pattern match `text`."""
+        for rule in self.candidates(text):
+            if rule.pattern.search(text):
+                return rule
+        return None
+
+
+_INDEXES: dict[int, RuleIndex] = {}
+
+
+def first_rule(rules: tuple[Rule, ...], text: str) -> Rule | None:
+    """The first rule of a table (one of kb.core.patterns') whose anchors and pattern
+    match `text`: most rules are never compiled, let alone run."""
+    index = _INDEXES.get(id(rules))
+    if index is None or index.table is not rules:
+        index = _INDEXES[id(rules)] = RuleIndex(f"rules-{rules[0].name if rules else 'none'}", rules)
+    return index.first(text)
 
 
 _THREAD = threading.local()

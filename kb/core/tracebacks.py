@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from kb.core import patterns as P
+from kb.core import scan
 from kb.core.lazyre import lazy
 from kb.core.records import ErrorEvent, Frame
 from kb.core.split import LogLine
@@ -291,14 +292,11 @@ class Extractor:
         is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=False) and (
             exc["msg"] is not None or stripped.endswith(("Error", "Exception")))
         if not is_exception:
-            for table in (P.ERROR_LINES, P.KNOWN_MESSAGES):
-                for rule in table:
-                    if rule.anchors and not any(anchor in stripped for anchor in rule.anchors):
-                        continue
-                    match = rule.pattern.search(stripped)
-                    if match:
-                        self._from_rule(line, stream, rule, match)
-                        return
+            for rule in _ERROR_RULES.candidates(stripped):
+                match = rule.pattern.search(stripped)
+                if match:
+                    self._from_rule(line, stream, rule, match)
+                    return
         else:
             message, process = _split_embedded_process(exc["msg"] or "", line.process)
             event = ErrorEvent(exception=exc["exc"], message=message, process=process,
@@ -310,7 +308,7 @@ class Extractor:
             stream.continuation_lines = 0
             return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
-                line.level not in ("INFO", "DEBUG", "WARNING") and P.first_rule(P.SYMPTOMS, stripped)):
+                line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception="ERROR", message=stripped, process=line.process,
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
@@ -356,6 +354,7 @@ class Extractor:
         return False
 
 
+_ERROR_RULES = scan.RuleIndex("error-lines", P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
 
 

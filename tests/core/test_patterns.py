@@ -106,3 +106,18 @@ def test_engine_marker_literals_cover_every_alternative(engine):
         assert pattern.search(sample), f"sample {sample!r} does not match {pattern.pattern!r}"
         assert any(literal in sample for literal in CONTEXT_ENGINE_LITERALS[engine]), (
             f"{engine}: no literal of _ENGINE_LITERALS in {sample!r}; add one")
+
+
+def test_the_rule_index_picks_what_testing_every_anchor_picks():
+    """kb.core.scan.first_rule finds anchors in one pass; it must pick the rule that
+    trying each rule in order (its anchors by `in`, then its pattern) picks."""
+    from kb.core import scan
+
+    def naive(rules, text):
+        return next((r for r in rules if (not r.anchors or any(a in text for a in r.anchors))
+                     and r.pattern.search(text)), None)
+
+    texts = [r.sample for table in RULE_TABLES.values() for r in table] + ["", "nothing to see"]
+    for name, table in RULE_TABLES.items():
+        for text in texts:
+            assert scan.first_rule(table, text) is naive(table, text), (name, text)
