@@ -178,7 +178,7 @@ class Analyzer:
             if end <= floor:
                 return
             line_start = block.rfind(b"\n", floor, end - 1) + 1 or floor
-            raw = block[line_start:end - 1][:MAX_LINE]
+            raw = block[line_start:min(end - 1, line_start + MAX_LINE)]
             timestamp = parse_line(number, raw.decode("utf-8", "replace")).timestamp
             if timestamp:
                 self._context.note_time(number, timestamp)

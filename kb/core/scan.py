@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from functools import lru_cache
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS, Rule

@@ -2,12 +2,13 @@
 
 Most uploads are crashes the knowledge base has seen (every rank and every retry prints
 the same error). Through the ORM such an upload costs BEGIN, the lookup, the occurrence
-insert, the counter update, the facet insert and COMMIT: six round trips and ~2.5 ms of
-SQLAlchemy CPU on a 2-core machine. Postgres runs data-modifying CTEs, so the lookup,
-the insert, the counter update and the facets are one statement, atomic on its own:
-one round trip and one statement's overhead. SQLite has no such CTEs; it (and every
-upload this does not cover: a new crash, a fuzzy match, an incident merged away) takes
-the general path in kb.services.ingest, which stores the same rows."""
+insert, the counter update, the facet insert and COMMIT: up to six round trips and
+~2.9 ms of client CPU (SQLAlchemy and psycopg) on the 2-core benchmark machine.
+Postgres runs data-modifying CTEs, so the lookup, the insert, the counter update and
+the facets are one statement, atomic on its own: one round trip, ~1.5 ms. SQLite has no
+such CTEs; it (and every upload this does not cover: a new crash, a fuzzy match, an
+incident merged away) takes the general path in kb.services.ingest, which stores the
+same rows (tests/service/test_known_upload.py compares them)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import msgspec
 from psycopg.types.json import Jsonb
 from sqlalchemy import ARRAY, Engine, String, bindparam, cast, func, select, true, update
 from sqlalchemy.dialects import postgresql
-import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401  (the dialect compiled for)
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from kb.db.models import Incident, IncidentFacet, IncidentFingerprint, Occurrence, UTCDateTime
 from kb.db.repositories import HEAD_COLUMNS, IncidentHead, head_from_row
@@ -69,13 +70,14 @@ def _driver_sql() -> tuple[str, dict[str, Any]]:
     parameter processing for ~35 values, result typing) costs ~0.7 ms here, more than
     the statement's own client side; errors are still wrapped and handled as usual."""
     statement = _statement()
-    dialect = postgresql.psycopg.dialect()
+    dialect = psycopg_dialect.dialect()
     params = statement.compile(dialect=dialect).params
     constants = {k: v for k, v in params.items() if v is not None}
     placeholders = statement.params({k: None for k in params if k not in constants})
     sql = str(placeholders.compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
     # The log travels in binary: no hex encoding of ~60 KB on either side.
     sql = sql.replace("%(occurrence_log_compressed)s", "%(occurrence_log_compressed)b")
+    assert "%(occurrence_log_compressed)b" in sql, "the log's placeholder changed form"
     return sql, {k: v for k, v in constants.items() if f"%({k})" in sql}
 
 
