@@ -7,13 +7,15 @@
    by side), uploads realistic ~1 MB multi-process vLLM logs (a long interleaved start-up,
    then a worker traceback and the engine's wrapper errors; 48 logs of 24 known crash
    types and a few new crashes) from 8 concurrent clients, and reports uploads/s and
-   p50/p99 latency: the median of 3 timed rounds, and the range. An untimed warm-up
-   stores each crash once and gives every worker its connections, so the timed uploads
-   are what a team sends most: crashes seen before, each analysed, matched and stored as
-   an occurrence. Each client uploads like `curl -F log=@vllm.log`: a multipart body,
-   one connection per upload. The bodies are encoded once and sent with the standard
-   library's HTTP client, so the load generator takes little of the 2 cores it shares
-   with the service and Postgres.
+   p50/p99 latency: the median of 3 timed rounds, and the range. The rounds are
+   consecutive stretches of one continuous stream (the clients never stop in between,
+   so no round starts with all of them uploading at the same instant). An untimed
+   warm-up stores each crash once and gives every worker its connections, so the timed
+   uploads are what a team sends most: crashes seen before, each analysed, matched and
+   stored as an occurrence. Each client uploads like `curl -F log=@vllm.log`: a
+   multipart body, one connection per upload. The bodies are encoded once and sent with
+   the standard library's HTTP client, so the load generator takes little of the 2
+   cores it shares with the service and Postgres.
 2. Matching: bulk-inserts synthetic incidents (10k, then 100k) straight into the tables
    and times the service's match (exact fingerprint lookup, or indexed candidate loading
    + scoring) in process: p50/p99.
@@ -177,11 +179,11 @@ def post_upload(base: str, content_type: str, body: bytes) -> int:
         connection.close()
 
 
-def upload_concurrently(base: str, bodies: list[tuple[str, bytes]], uploads: int,
-                        clients: int) -> tuple[list[float], dict[int, int], float]:
-    """`uploads` uploads from `clients` threads: (latencies, statuses, wall seconds)."""
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
+def upload_stream(base: str, bodies: list[tuple[str, bytes]], uploads: int,
+                  clients: int) -> list[tuple[float, float, int]]:
+    """`uploads` uploads from `clients` threads, each uploading again as soon as its last
+    upload is answered: (start, end, status) of each, in the order they ended."""
+    records: list[tuple[float, float, int]] = []
     lock = threading.Lock()
     counter = iter(range(uploads))
 
@@ -194,35 +196,44 @@ def upload_concurrently(base: str, bodies: list[tuple[str, bytes]], uploads: int
             content_type, body = bodies[n % len(bodies)]
             start = time.perf_counter()
             status = post_upload(base, content_type, body)
-            elapsed = time.perf_counter() - start
+            end = time.perf_counter()
             with lock:
-                latencies.append(elapsed)
-                statuses[status] = statuses.get(status, 0) + 1
+                records.append((start, end, status))
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return latencies, statuses, time.perf_counter() - start
+    return sorted(records, key=lambda record: record[1])
 
 
 def run_uploads(base: str, logs: list[tuple[str, bytes]], uploads: int, clients: int,
                 rounds: int) -> list[dict]:
-    """`rounds` timed rounds of `uploads` uploads each, after an untimed warm-up."""
+    """`rounds` timed rounds of `uploads` uploads each: consecutive stretches of one
+    continuous stream, after an untimed warm-up and before an untimed cool-down. The
+    clients never stop between rounds: stopping and restarting them together would send
+    `clients` uploads at the same instant at every round start, a burst that independent
+    clients do not make, and the first uploads of each round would pay for it."""
     bodies = multipart_bodies(logs)
-    # Warm-up, not timed: every known crash type once (creates the incidents), then a
-    # concurrent round so every worker process has its threads, database connections
-    # and caches (the steady state is what the targets are about).
+    # Warm-up, not timed: every known crash type once (creates the incidents), then the
+    # stream's first uploads, so every worker process has its threads, database
+    # connections and caches (the steady state is what the targets are about).
     for content_type, body in bodies[: len(CRASHES)]:
         assert post_upload(base, content_type, body) in (200, 201)
-    upload_concurrently(base, bodies, 8 * clients, clients)
+    warm, cool = 8 * clients, 2 * clients  # the cool-down: the stream ends with fewer in flight
+    records = upload_stream(base, bodies, warm + rounds * uploads + cool, clients)
     results = []
-    for _ in range(rounds):
-        latencies, statuses, wall = upload_concurrently(base, bodies, uploads, clients)
-        results.append({"per_s": len(latencies) / wall, "p50_ms": 1000 * pct(latencies, 50),
-                        "p99_ms": 1000 * pct(latencies, 99), "statuses": statuses})
+    for k in range(rounds):
+        timed = records[warm + k * uploads: warm + (k + 1) * uploads]
+        since = records[warm + k * uploads - 1][1]  # the end of the upload before the round
+        latencies = [end - start for start, end, _ in timed]
+        statuses: dict[int, int] = {}
+        for _, _, status in timed:
+            statuses[status] = statuses.get(status, 0) + 1
+        results.append({"per_s": len(timed) / (timed[-1][1] - since),
+                        "p50_ms": 1000 * pct(latencies, 50), "p99_ms": 1000 * pct(latencies, 99),
+                        "statuses": statuses})
     return results
 
 
