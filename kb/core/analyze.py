@@ -136,10 +136,13 @@ class Analyzer:
     def _block(self, block: bytes, begin: int, end: int, offset: int) -> None:
         """Parse the lines worth parsing in block[begin:end] (whole lines); block[0] is
         at `offset` in the log."""
-        secrets: list[tuple[int, int]] | None = [] if self.secret_lines is not None else None
+        # The lines that may hold a secret (a redaction literal is in their bytes): only
+        # they are run through the redaction rules. Without hyperscan, every line is.
+        secrets: list[tuple[int, int]] | None = [] if scan.hyperscan is not None else None
         ranges = scan.windows(block, begin, end, secrets)
-        if secrets:
+        if secrets and self.secret_lines is not None:
             self.secret_lines += [(offset + start, offset + stop) for start, stop in secrets]
+        marked = None if secrets is None else {start for start, _ in secrets}
         if self._lines_before < HEAD_LINES and self._context.first_timestamp is None:
             # The head is parsed up to its first timestamp (where the time to crash
             # starts); the lines with anything else worth parsing have anchors.
@@ -148,7 +151,7 @@ class Analyzer:
                 nxt = block.find(b"\n", head_end, end)
                 stop = end if nxt < 0 else nxt + 1
                 number += 1
-                self._line(number, block[head_end:stop].rstrip(b"\n"))
+                self._line(number, block[head_end:stop].rstrip(b"\n"), marked is None or head_end in marked)
                 head_end = stop
                 if stop >= end:
                     break
@@ -164,8 +167,8 @@ class Analyzer:
                 if position >= stop:
                     break
                 line_number += 1
+                self._line(line_number, raw, marked is None or position in marked)
                 position += len(raw) + 1
-                self._line(line_number, raw)
         self._lines_before = line_number + block.count(b"\n", position, end)
 
     def _time_before(self, block: bytes, floor: int, start: int, number: int) -> None:
@@ -185,14 +188,16 @@ class Analyzer:
                 return
             end, number = line_start, number - 1
 
-    def _line(self, number: int, raw: bytes) -> None:
+    def _line(self, number: int, raw: bytes, may_hold_secret: bool) -> None:
         if len(raw) > MAX_LINE:
             raw = raw[:MAX_LINE]
         text = raw.decode("utf-8", "replace")
-        if "\x00" in text:
+        if "\x00" in text:  # a NUL may have split a literal the pre-filter looks for
             text = text.replace("\x00", "")
-        text, count = redact(text)
-        self._redactions += count
+            may_hold_secret = True
+        if may_hold_secret:
+            text, count = redact(text)
+            self._redactions += count
         line = parse_line(number, text)
         if len(self._extractor.found) < MAX_FOUND or line.level not in ("ERROR", "CRITICAL"):
             self._extractor.feed(line)

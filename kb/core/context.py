@@ -153,6 +153,7 @@ class ContextCollector:
     timestamps: list[tuple[int, str]] = field(default_factory=list)
     phases_seen: set = field(default_factory=set)
     engine_lines: int = 0
+    process_engines: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def feed(self, line: LogLine) -> None:
         body = line.body
@@ -165,14 +166,13 @@ class ContextCollector:
         found = _LINE_SCAN.present(body)
         if self.engine_lines < 150:  # the engine is plain long before that
             self.engine_lines += 1
-            # A marker matches the body or the process name, so one of its literals is
-            # in one of them (tested for each marker in test_patterns).
-            engines = {name for i in found for name in _ENGINES_OF[i]}
-            if line.process:
-                engines.update(name for i in _LINE_SCAN.present(line.process) for name in _ENGINES_OF[i])
+            # Whose marker the process name matches is known after its first line; the
+            # body is searched only for a marker one of whose literals it holds (every
+            # match holds one: tested for each marker in test_patterns).
+            by_process = self._process_engines(line.process) if line.process else ()
+            in_body = {name for i in found for name in _ENGINES_OF[i]}
             for name, pattern in _ENGINE_MARKERS:
-                if name in engines and (
-                        pattern.search(body) or (line.process and pattern.search(line.process))):
+                if name in by_process or (name in in_body and pattern.search(body)):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
         for index in sorted({index for i in found for index in _FIELDS_OF[i]}):
             name, _, pattern = FIELD_PATTERNS[index]
@@ -195,6 +195,14 @@ class ContextCollector:
                 self.phases_seen.add(rule.phase)  # stages only move forward: the first sighting is enough
                 self.phase_markers.append((line.number, rule.phase or "unknown"))
                 break
+
+    def _process_engines(self, process: str) -> frozenset[str]:
+        """The engines whose marker matches a process name (a log has a few names)."""
+        engines = self.process_engines.get(process)
+        if engines is None:
+            engines = self.process_engines[process] = frozenset(
+                name for name, pattern in _ENGINE_MARKERS if pattern.search(process))
+        return engines
 
     def note_time(self, number: int, timestamp: str) -> None:
         """Line `number` was logged at `timestamp` (lines come in order)."""
