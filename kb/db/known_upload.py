@@ -17,12 +17,12 @@ from typing import Any
 
 import msgspec
 from psycopg.types.json import Jsonb
-from sqlalchemy import ARRAY, Engine, String, bindparam, cast, func, select, true, update
+from sqlalchemy import ARRAY, Engine, String, bindparam, cast, func, select, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from kb.db.models import Incident, IncidentFacet, IncidentFingerprint, Occurrence, UTCDateTime
-from kb.db.repositories import HEAD_COLUMNS, IncidentHead, head_from_row
+from kb.db.models import Incident, IncidentFacet, Occurrence
+from kb.db.repositories import HEAD_COLUMNS, IncidentHead, counting, head_from_row, routed
 
 _json = msgspec.json.encode  # the analysis is plain builtins already (msgspec.to_builtins)
 
@@ -31,12 +31,7 @@ OCCURRENCE_COLUMNS = tuple(c.name for c in Occurrence.__table__.columns if c.nam
 
 
 def _statement():
-    seen_at = bindparam("seen_at", type_=UTCDateTime())
-    head = (select(*HEAD_COLUMNS)
-            .join(IncidentFingerprint, IncidentFingerprint.incident_id == Incident.id)
-            .where(IncidentFingerprint.route_key == bindparam("route_key"),
-                   Incident.merged_into_id.is_(None))
-            .cte("head"))
+    head = routed(*HEAD_COLUMNS).where(Incident.merged_into_id.is_(None)).cte("head")
     table = Occurrence.__table__
     # Each value is cast to its column's type: Postgres cannot infer the type of a
     # parameter in a SELECT list (a NULL would arrive as text).
@@ -45,11 +40,7 @@ def _statement():
     occurrence = (postgresql.insert(Occurrence)
                   .from_select(list(OCCURRENCE_COLUMNS), select(head.c.id, *values))
                   .returning(Occurrence.id).cte("occurrence"))
-    counted = (update(Incident).where(Incident.id == head.c.id)
-               .values(occurrence_count=Incident.occurrence_count + 1, last_seen=seen_at,
-                       first_seen=func.coalesce(Incident.first_seen, seen_at))
-               .returning(Incident.occurrence_count, Incident.first_seen, Incident.last_seen)
-               .cte("counted"))
+    counted = counting(Incident.id == head.c.id).cte("counted")
     pairs = func.unnest(cast(bindparam("facet_kinds"), ARRAY(String)),
                         cast(bindparam("facet_values"), ARRAY(String))
                         ).table_valued("kind", "value").render_derived("pairs")

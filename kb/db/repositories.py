@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     Select,
+    Update,
     and_,
     bindparam,
     delete,
@@ -124,16 +125,28 @@ HEAD_COLUMNS = (
                                   _FACET_SEPARATOR))
     .where(IncidentFacet.incident_id == Incident.id).scalar_subquery().label("facets"),
 )
-_HEAD_BY_ROUTE = (select(Incident.merged_into_id, *HEAD_COLUMNS)
-                  .join(IncidentFingerprint, IncidentFingerprint.incident_id == Incident.id)
-                  .where(IncidentFingerprint.route_key == bindparam("route_key")))
-_HEAD_BY_ID = select(*HEAD_COLUMNS).where(Incident.id == bindparam("incident_id"))
 _SEEN_AT = bindparam("seen_at", type_=UTCDateTime())
-_COUNT_OCCURRENCE = (
-    update(Incident).where(Incident.id == bindparam("incident_id"))
-    .values(occurrence_count=Incident.occurrence_count + 1, last_seen=_SEEN_AT,
-            first_seen=func.coalesce(Incident.first_seen, _SEEN_AT))
-    .returning(Incident.occurrence_count, Incident.first_seen, Incident.last_seen))
+
+
+def routed(*columns: Any) -> Select[Any]:
+    """`columns` of the incident the route key :route_key leads to."""
+    return (select(*columns)
+            .join(IncidentFingerprint, IncidentFingerprint.incident_id == Incident.id)
+            .where(IncidentFingerprint.route_key == bindparam("route_key")))
+
+
+def counting(which: Any) -> Update:
+    """Count one more occurrence, seen at :seen_at, of the incident `which` selects, in
+    one statement (no read-modify-write race), returning the counters as stored."""
+    return (update(Incident).where(which)
+            .values(occurrence_count=Incident.occurrence_count + 1, last_seen=_SEEN_AT,
+                    first_seen=func.coalesce(Incident.first_seen, _SEEN_AT))
+            .returning(Incident.occurrence_count, Incident.first_seen, Incident.last_seen))
+
+
+_HEAD_BY_ROUTE = routed(Incident.merged_into_id, *HEAD_COLUMNS)
+_HEAD_BY_ID = select(*HEAD_COLUMNS).where(Incident.id == bindparam("incident_id"))
+_COUNT_OCCURRENCE = counting(Incident.id == bindparam("incident_id"))
 _ADD_OCCURRENCE = insert(Occurrence).returning(Occurrence.id)
 _ADD_FACETS = {
     "postgresql": postgresql.insert(IncidentFacet).on_conflict_do_nothing(),
@@ -259,9 +272,8 @@ class Repository:
         return incident
 
     def count_occurrence(self, head: IncidentHead, when: datetime) -> None:
-        """Count one more occurrence in one statement (no read-modify-write race) and put
-        the stored counters on `head`. Uploads run it last before committing: it locks
-        the incident's row until then."""
+        """Count one more occurrence (`counting`) and put the stored counters on `head`.
+        Uploads run it last before committing: it locks the incident's row until then."""
         row = self.s.connection().execute(
             _COUNT_OCCURRENCE, {"incident_id": head.id, "seen_at": when}).one()
         head.occurrence_count, head.first_seen, head.last_seen = row
