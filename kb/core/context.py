@@ -106,16 +106,16 @@ _CASE_SENSITIVE = sorted({*_FIELD_LITERALS, *_GPU_LITERALS,
                           *(literal for literals in _ENGINE_LITERALS.values() for literal in literals),
                           *(a for rule in P.PHASE_MARKERS if not rule.pattern.flags & re.I for a in rule.anchors)})
 _CASELESS = sorted({a for rule in P.PHASE_MARKERS if rule.pattern.flags & re.I for a in rule.anchors})
-_LINE_LITERALS = _CASE_SENSITIVE + _CASELESS
-_FIELDS_OF = [_FIELD_LITERALS.get(literal, ()) for literal in _CASE_SENSITIVE] + [()] * len(_CASELESS)
-_ENGINES_OF = [tuple(name for name, literals in _ENGINE_LITERALS.items() if literal in literals)
-               for literal in _CASE_SENSITIVE] + [()] * len(_CASELESS)
-_IS_GPU = [literal in _GPU_LITERALS for literal in _CASE_SENSITIVE] + [False] * len(_CASELESS)
+_ENTRIES = [(a, False) for a in _CASE_SENSITIVE] + [(a, True) for a in _CASELESS]
+_FIELDS_OF = [() if caseless else _FIELD_LITERALS.get(a, ()) for a, caseless in _ENTRIES]
+_ENGINES_OF = [() if caseless else tuple(name for name, literals in _ENGINE_LITERALS.items() if a in literals)
+               for a, caseless in _ENTRIES]
+_IS_GPU = [not caseless and a in _GPU_LITERALS for a, caseless in _ENTRIES]
 _PHASES_OF = [frozenset(n for n, rule in enumerate(P.PHASE_MARKERS)
-                        if literal in rule.anchors and caseless == bool(rule.pattern.flags & re.I))
-              for literal, caseless in [(a, False) for a in _CASE_SENSITIVE] + [(a, True) for a in _CASELESS]]
-_LINE_SCAN = scan.LiteralSet("context", _LINE_LITERALS,
-                             caseless=frozenset(range(len(_CASE_SENSITIVE), len(_LINE_LITERALS))))
+                        if a in rule.anchors and caseless == bool(rule.pattern.flags & re.I))
+              for a, caseless in _ENTRIES]
+_LINE_SCAN = scan.LiteralSet("context", [a for a, _ in _ENTRIES],
+                             caseless=frozenset(n for n, (_, caseless) in enumerate(_ENTRIES) if caseless))
 
 # "Qwen3MoeForCausalLM" -> "qwen3_moe"
 _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
