@@ -47,30 +47,35 @@ def _add_incident(conn: sa.Connection) -> None:
         "false, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
 
 
+def _add_occurrence(conn: sa.Connection, log: bytes, *, column: str = "log_gz",
+                    key: str | None = None) -> None:
+    """An occurrence of incident 1, in the columns of the revision at hand."""
+    extra, value = (", idempotency_key", ", :key") if key else ("", "")
+    conn.execute(sa.text(
+        f"INSERT INTO occurrences (incident_id, match_status, analysis, {column}, log_bytes, "
+        f"log_lines, redactions, created_at{extra}) VALUES (1, 'new', '{{}}', :log, 3, 1, 0, "
+        f"CURRENT_TIMESTAMP{value})"), {"log": log, "key": key})
+
+
 def test_0002_keeps_stored_uploads_and_enforces_one_occurrence_per_key(empty_db_url):
     """0001 -> 0002 -> 0001 with rows in place: nothing stored is lost (SQLite rebuilds
     the table in batch mode), the new columns start empty and the key is unique."""
     db = Database(empty_db_url, pool_size=1)
-    insert = ("INSERT INTO occurrences (incident_id, match_status, analysis, log_gz, log_bytes, "
-              "log_lines, redactions, created_at{extra}) VALUES (1, 'new', '{{}}', :log, 3, 1, 0, "
-              "CURRENT_TIMESTAMP{values})")
     try:
         migrate.upgrade(db.engine, "0001")
         with db.engine.begin() as conn:
             _add_incident(conn)
-            conn.execute(sa.text(insert.format(extra="", values="")), {"log": b"old"})
+            _add_occurrence(conn, b"old")
         migrate.upgrade(db.engine, "0002")
         assert migrate.current_revision(db.engine) == "0002"
         with db.engine.begin() as conn:
             row = conn.execute(sa.text("SELECT log_gz, idempotency_key, failure FROM occurrences")).one()
             assert (bytes(row[0]), row[1], row[2]) == (b"old", None, None)
-            conn.execute(sa.text(insert.format(extra=", idempotency_key", values=", 'k1'")),
-                         {"log": b"new"})
-            conn.execute(sa.text(insert.format(extra="", values="")), {"log": b"no key"})
+            _add_occurrence(conn, b"new", key="k1")
+            _add_occurrence(conn, b"no key")
         try:
             with db.engine.begin() as conn:
-                conn.execute(sa.text(insert.format(extra=", idempotency_key", values=", 'k1'")),
-                             {"log": b"dup"})
+                _add_occurrence(conn, b"dup", key="k1")
             raise AssertionError("a second occurrence with one idempotency key was stored")
         except sa.exc.IntegrityError:
             pass
@@ -93,19 +98,14 @@ def test_0003_reads_old_gzip_logs_and_downgrades_zstd_logs_to_gzip(empty_db_url)
     from kb.db.logcodec import compress_log, decompress_log
 
     db = Database(empty_db_url, pool_size=1)
-    insert = ("INSERT INTO occurrences (incident_id, match_status, analysis, {column}, log_bytes, "
-              "log_lines, redactions, created_at) VALUES (1, 'new', '{{}}', :log, 3, 1, 0, "
-              "CURRENT_TIMESTAMP)")
     try:
         migrate.upgrade(db.engine, "0002")
         with db.engine.begin() as conn:
             _add_incident(conn)
-            conn.execute(sa.text(insert.format(column="log_gz")),
-                         {"log": gzip.compress(b"old gzip log\n")})
+            _add_occurrence(conn, gzip.compress(b"old gzip log\n"))
         migrate.upgrade(db.engine, "0003")
         with db.engine.begin() as conn:
-            conn.execute(sa.text(insert.format(column="log_compressed")),
-                         {"log": compress_log(b"new zstd log\n")})
+            _add_occurrence(conn, compress_log(b"new zstd log\n"), column="log_compressed")
             stored = [decompress_log(row[0]) for row in conn.execute(sa.text(
                 "SELECT log_compressed FROM occurrences ORDER BY id"))]
         assert stored == [b"old gzip log\n", b"new zstd log\n"]
