@@ -16,6 +16,7 @@ import hmac
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from string import Formatter
 from typing import Any
 from urllib.parse import urlencode
 
@@ -89,22 +90,50 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
     html = _env.get_template(template).render(
         request_path=request.url.path, tokens_required=tokens_required,
         signed_in=_signed_in(request) if tokens_required else False,
-        message=request.query_params.get("msg"), **context)
+        message=notice_text(request.query_params), **context)
     return Response(html, status_code=status_code, media_type=MediaType.HTML)
+
+
+# What a page may announce after a write. A redirect names one of these and its numbers;
+# the page shows only these texts, so a crafted link cannot make the KB say something
+# it did not, as a free-text parameter could.
+NOTICES = {
+    "saved": "Saved.",
+    "fix-added": "Fix added.",
+    "fix-saved": "Fix saved.",
+    "outcome": "Outcome recorded.",
+    "worked": "Recorded: fix #{fix} worked.",
+    "failed": "Recorded: fix #{fix} failed.",
+    "merged": "Merged #{merged} into #{into}.",
+    "signed-in": "Signed in.",
+    "signed-out": "Signed out.",
+}
+_NOTICE_FIELDS = {key: [name for _, name, _, _ in Formatter().parse(text) if name]
+                  for key, text in NOTICES.items()}
+
+
+def notice_text(params: Any) -> str | None:
+    """The notice a redirect asked for (`?done=merged&merged=3&into=2`), or None when the
+    query names no notice or gives a field that is not a number."""
+    key = params.get("done") or ""
+    if key not in NOTICES:
+        return None
+    fields = {name: params.get(name) or "" for name in _NOTICE_FIELDS[key]}
+    if not all(value.isascii() and value.isdigit() and len(value) <= 12 for value in fields.values()):
+        return None
+    return NOTICES[key].format(**fields)
 
 
 def error_page(request: Request, status: int, detail: str) -> Response[str]:
     return render(request, "error.html", status_code=status, status=status, detail=detail)
 
 
-def see_other(path: str, msg: str | None = None) -> Redirect:
-    if msg:
-        anchor = ""
-        if "#" in path:
-            path, anchor = path.split("#", 1)
-            anchor = "#" + anchor
-        path = f"{path}{'&' if '?' in path else '?'}{urlencode({'msg': msg})}{anchor}"
-    return Redirect(path=path, status_code=303)
+def see_other(path: str, notice: str, **numbers: int) -> Redirect:
+    """303 to `path`, whose page then shows NOTICES[notice] filled with `numbers`."""
+    assert notice in NOTICES and set(numbers) == set(_NOTICE_FIELDS[notice]), notice
+    path, hash_, anchor = path.partition("#")
+    query = urlencode({"done": notice, **numbers})
+    return Redirect(path=f"{path}{'&' if '?' in path else '?'}{query}{hash_}{anchor}", status_code=303)
 
 
 def may_write(request: Request) -> bool:
@@ -275,7 +304,7 @@ async def edit_incident(request: Request, state: State, incident_id: FromPath[in
                         base_url=base_url(request))
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
-    return see_other(f"/ui/incidents/{incident_id}", "Saved.")
+    return see_other(f"/ui/incidents/{incident_id}", "saved")
 
 
 def _applies_to(form: dict[str, str]) -> dict[str, Any]:
@@ -337,7 +366,7 @@ async def add_fix(request: Request, state: State, incident_id: FromPath[int]) ->
         fix = await in_thread(state, curate.add_fix, db_of(state), incident_id, new)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
-    return see_other(f"/ui/incidents/{fix.incident_id}#fix-{fix.id}", "Fix added.")
+    return see_other(f"/ui/incidents/{fix.incident_id}#fix-{fix.id}", "fix-added")
 
 
 @post("/ui/fixes/{fix_id:int}/edit", include_in_schema=False)
@@ -353,7 +382,7 @@ async def edit_fix(request: Request, state: State, fix_id: FromPath[int]) -> Res
         fix = await in_thread(state, curate.edit_fix, db_of(state), fix_id, patch)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
-    return see_other(f"/ui/incidents/{fix.incident_id}#fix-{fix.id}", "Fix saved.")
+    return see_other(f"/ui/incidents/{fix.incident_id}#fix-{fix.id}", "fix-saved")
 
 
 @post("/ui/fixes/{fix_id:int}/outcomes", include_in_schema=False)
@@ -374,9 +403,9 @@ async def add_outcome(request: Request, state: State, fix_id: FromPath[int]) -> 
         return error_page(request, exc.status_code, exc.detail)
     incident_id = outcome.fix.incident_id if outcome.fix else None
     if incident_id is None:
-        return see_other("/ui/incidents", "Outcome recorded.")
+        return see_other("/ui/incidents", "outcome")
     return see_other(f"/ui/incidents/{incident_id}#fix-{fix_id}",
-                     f"Recorded: fix #{fix_id} {'worked' if new.worked else 'failed'}.")
+                     "worked" if new.worked else "failed", fix=fix_id)
 
 
 @post("/ui/incidents/{incident_id:int}/merge", include_in_schema=False)
@@ -393,7 +422,7 @@ async def merge_incident(request: Request, state: State, incident_id: FromPath[i
                                  MergeRequest(into=into), base_url=base_url(request))
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
-    return see_other(f"/ui/incidents/{target.id}", f"Merged #{incident_id} into #{target.id}.")
+    return see_other(f"/ui/incidents/{target.id}", "merged", merged=incident_id, into=target.id)
 
 
 # ---- sign in with a token -------------------------------------------------------------
@@ -413,7 +442,7 @@ async def signin(request: Request) -> Response[Any]:
     if tokens and not any(hmac.compare_digest(token.encode(), t.encode()) for t in tokens):
         return render(request, "signin.html", status_code=401, next=nxt,
                       error="That token is not one of KB_API_TOKENS.")
-    response = see_other(nxt, "Signed in.")
+    response = see_other(nxt, "signed-in")
     response.cookies.append(Cookie(key=TOKEN_COOKIE, value=token, path="/", httponly=True,
                                    samesite="strict", max_age=30 * 24 * 3600,
                                    secure=request.url.scheme == "https"))
@@ -422,7 +451,7 @@ async def signin(request: Request) -> Response[Any]:
 
 @post("/ui/signout", include_in_schema=False)
 async def signout(request: Request) -> Response[Any]:
-    response = see_other("/ui/incidents", "Signed out.")
+    response = see_other("/ui/incidents", "signed-out")
     response.cookies.append(Cookie(key=TOKEN_COOKIE, value="", path="/", max_age=0,
                                    httponly=True, samesite="strict"))
     return response

@@ -153,7 +153,7 @@ def test_upload_search_open_fix_outcome_merge(page, server, tmp_path):
     page.goto(f"{server}/ui/incidents/{nccl}")
     page.get_by_label("Merge this incident (a duplicate) into #").fill(str(kv))
     page.get_by_role("button", name="Merge", exact=True).click()
-    expect(page).to_have_url(f"{server}/ui/incidents/{kv}?msg=Merged+%23{nccl}+into+%23{kv}.")
+    expect(page).to_have_url(f"{server}/ui/incidents/{kv}?done=merged&merged={nccl}&into={kv}")
     expect(page.locator("p.flash")).to_have_text(f"Merged #{nccl} into #{kv}.")
     expect(page.locator("#occ-h")).to_contain_text("3")
     page.goto(f"{server}/ui/incidents/{nccl}")
