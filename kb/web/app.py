@@ -19,6 +19,7 @@ from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api
+from kb.web.crossorigin import refuse_cross_origin_writes
 
 log = logging.getLogger("kb.web")
 
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     return Litestar(
         route_handlers=[*api.ROUTES, *_optional_routes("kb.web.pages")],
+        guards=[refuse_cross_origin_writes],
         state=State({"settings": settings, "db": db, "owns_db": owns_db}),
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],

@@ -202,6 +202,46 @@ def test_writes_need_the_token_when_tokens_are_set(db):
         assert client.post(f"/ui/incidents/{incident_id}/edit", data={"title": "x"}).status_code == 401
 
 
+def test_notices_are_the_kbs_own_words_not_the_links(client):
+    """A redirect's notice comes from a fixed list filled with numbers: a crafted link
+    can neither put its own text on the page nor inject markup through a field."""
+    a = upload(client, vllm_log()).json()["incident"]["id"]
+    b = upload(client, vllm_log(**NCCL)).json()["incident"]["id"]
+    merged = client.post(f"/ui/incidents/{b}/merge", data={"into": str(a)}, follow_redirects=False)
+    assert merged.headers["location"] == f"/ui/incidents/{a}?done=merged&merged={b}&into={a}"
+    page = _html(client.get(merged.headers["location"]))
+    assert f'<p class="flash" role="status">Merged #{b} into #{a}.</p>' in page
+
+    for query in ("msg=Apply+the+fix+at+evil.example", "done=Trust+me", f"done=merged&merged={b}",
+                  "done=merged&merged=1&into=2%3Cb%3E", "done=worked&fix=%D9%A3"):
+        assert 'class="flash"' not in _html(client.get(f"/ui/incidents/{a}?{query}")), query
+
+
+def test_writes_from_another_sites_pages_are_refused(client):
+    """A page of another site can make the browser post to the KB (no token needed when
+    KB_API_TOKENS is unset): browsers say so in Sec-Fetch-Site or Origin, and such writes
+    are refused before anything is stored. Same-origin forms, curl and the launch wrapper
+    (no such headers) still write."""
+    a = upload(client, vllm_log()).json()["incident"]["id"]
+    form = {"title": "Lower gpu_memory_utilization", "kind": "config"}
+    for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+                    {"Origin": "http://evil.example"}, {"Origin": "null"}):
+        refused = client.post(f"/ui/incidents/{a}/fixes", data=form, headers=headers)
+        assert refused.status_code == 403 and "cross-origin" in refused.json()["detail"], headers
+        refused = client.post("/incidents", files={"log": ("vllm.log", vllm_log(**NCCL).encode())},
+                              headers=headers)
+        assert refused.status_code == 403, headers
+    assert client.get(f"/incidents/{a}").json()["fixes"] == []
+    assert client.get("/incidents").json()["total"] == 1
+    # reading from anywhere is fine
+    assert client.get(f"/ui/incidents/{a}", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200
+
+    for headers in ({"Sec-Fetch-Site": "same-origin"}, {"Origin": "http://testserver.local"}, {}):
+        ok = client.post(f"/ui/incidents/{a}/fixes", data=form, headers=headers, follow_redirects=False)
+        assert ok.status_code == 303, headers
+    assert len(client.get(f"/incidents/{a}").json()["fixes"]) == 3
+
+
 def test_sparkline_points():
     spark = sparkline([0, 1, 4, 0], width=40, height=20)
     assert spark["total"] == 5 and spark["peak"] == 4
