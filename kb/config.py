@@ -94,6 +94,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Base URL used in links the API returns (incident `url`). Default: the request's "
             "own base URL."),
     Setting("host", "KB_HOST", "--host", str, "Address `kb serve` binds."),
+    Setting("allowed_hosts", "KB_ALLOWED_HOSTS", None, _tokens,
+            "Host names requests may address, comma-separated (`*`: any). Default: only "
+            "localhost, 127.0.0.1 and [::1] when KB_HOST is a loopback address (another "
+            "site's page cannot reach the KB through a name it points at 127.0.0.1), else "
+            "any. List the names a proxy on the same machine forwards."),
     Setting("port", "KB_PORT", "--port", _positive_int, "Port `kb serve` binds."),
     Setting("workers", "KB_WORKERS", "--workers", _positive_int,
             "Service processes `kb serve` runs (they share nothing but the database)."),
@@ -116,6 +121,7 @@ class Settings:
     api_tokens: tuple[str, ...] = ()
     public_url: str | None = None
     host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
     port: int = 8000
     workers: int = 1
     match_candidates: int = 200

@@ -19,7 +19,7 @@ from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api
-from kb.web.crossorigin import refuse_cross_origin_writes
+from kb.web.crossorigin import allowed_host_names, refuse_other_sites
 
 log = logging.getLogger("kb.web")
 
@@ -86,8 +86,9 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     return Litestar(
         route_handlers=[*api.ROUTES, *_optional_routes("kb.web.pages")],
-        guards=[refuse_cross_origin_writes],
-        state=State({"settings": settings, "db": db, "owns_db": owns_db}),
+        guards=[refuse_other_sites],
+        state=State({"settings": settings, "db": db, "owns_db": owns_db,
+                     "allowed_host_names": allowed_host_names(settings)}),
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],
         exception_handlers={

@@ -22,6 +22,7 @@ from kb.config import Settings
 from kb.core.analyze import analyze
 from kb.services.seeding import seed_database
 from kb.web.app import create_app
+from tests.service.helpers import BASE_URL
 
 SEEDS = Path(__file__).resolve().parents[2] / "seeds"
 
@@ -76,7 +77,7 @@ def service(migrated_db: Any) -> Iterator[tuple[TestClient, dict[int, str]]]:
     assert report.added == len({slug for slug, *_ in EXAMPLES})
     settings = Settings(database_url=migrated_db.url, seeds_dir=SEEDS, seed=False)
     app = create_app(settings, db=migrated_db)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, base_url=BASE_URL, raise_server_exceptions=False) as client:
         slugs: dict[int, str] = {}
         page = 1
         while True:

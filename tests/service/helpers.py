@@ -13,6 +13,8 @@ from kb.config import Settings
 from kb.web.app import create_app
 
 SAMPLE_SEEDS = Path(__file__).parent / "seeds_sample"
+# The service answers only loopback names by default (kb.web.crossorigin).
+BASE_URL = "http://127.0.0.1"
 
 
 @contextmanager
@@ -20,7 +22,7 @@ def api_client(db: Any, **settings: Any) -> Iterator[TestClient]:
     """A Litestar TestClient on the test's database."""
     base = Settings(database_url=db.url, seeds_dir=SAMPLE_SEEDS, seed=False)
     app = create_app(base.with_(**settings), db=db)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, base_url=BASE_URL, raise_server_exceptions=False) as client:
         yield client
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.service.helpers import api_client, upload
+from tests.service.helpers import BASE_URL, api_client, upload
 from tests.service.logs import HEADS, NCCL, vllm_log
 
 
@@ -16,7 +16,7 @@ def client(db):
 
 
 def _path(url: str) -> str:
-    return url.split("testserver.local")[-1]
+    return url.removeprefix(BASE_URL)
 
 
 def test_a_known_crash_in_a_new_context_adds_its_facets_once(client):

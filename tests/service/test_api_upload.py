@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from tests.service.helpers import api_client, upload
+from tests.service.helpers import BASE_URL, api_client, upload
 from tests.service.logs import HEADS, NCCL, vllm_log
 
 
@@ -83,7 +83,7 @@ def test_form_fields_override_the_log(client, db):
     assert ctx["model_arch"] == "kimi_k2"
     assert ctx["gpu"] == {"name": "NVIDIA B200", "count": 8}
     assert ctx["parallel"]["tp"] == 8
-    detail = client.get(response.json()["incident"]["url"].split("testserver.local")[-1]).json()
+    detail = client.get(response.json()["incident"]["url"].removeprefix(BASE_URL)).json()
     occ = detail["occurrences"][0]
     assert (occ["reporter"], occ["host"], occ["exit_code"]) == ("alice", "gpu-node-3", 1)
     assert occ["engine_version"] == "0.12.1" and occ["command"].startswith("vllm serve")
@@ -201,7 +201,7 @@ def test_stored_log_is_the_redacted_text(client):
     log = vllm_log() + "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789 vllm serve x\n"
     body = upload(client, log).json()
     detail = client.get(f"/incidents/{body['incident']['id']}").json()
-    log_url = detail["occurrences"][0]["log_url"].split("testserver.local")[-1]
+    log_url = detail["occurrences"][0]["log_url"].removeprefix(BASE_URL)
     stored = client.get(log_url)
     assert stored.status_code == 200
     assert "Traceback (most recent call last)" in stored.text

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from kb.web.pages import sparkline
-from tests.service.helpers import api_client, upload
+from tests.service.helpers import BASE_URL, api_client, upload
 from tests.service.logs import HEADS, NCCL, vllm_log
 
 SCRIPT = '<script>alert("pwned")</script>'
@@ -236,10 +236,33 @@ def test_writes_from_another_sites_pages_are_refused(client):
     # reading from anywhere is fine
     assert client.get(f"/ui/incidents/{a}", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200
 
-    for headers in ({"Sec-Fetch-Site": "same-origin"}, {"Origin": "http://testserver.local"}, {}):
+    for headers in ({"Sec-Fetch-Site": "same-origin"}, {"Origin": BASE_URL}, {}):
         ok = client.post(f"/ui/incidents/{a}/fixes", data=form, headers=headers, follow_redirects=False)
         assert ok.status_code == 303, headers
     assert len(client.get(f"/incidents/{a}").json()["fixes"]) == 3
+
+
+def test_only_loopback_host_names_are_answered_on_a_loopback_bind(db):
+    """DNS rebinding: a page of evil.example points its name at 127.0.0.1 and is then
+    same-origin with the KB; only the Host header gives it away. On a loopback bind
+    (the default) the KB answers loopback names only, unless KB_ALLOWED_HOSTS lists more."""
+    with api_client(db) as client:
+        incident = upload(client, vllm_log()).json()["incident"]["id"]
+        for host in ("127.0.0.1:8000", "localhost", "LOCALHOST:8000", "[::1]:8000"):
+            assert client.get(f"/incidents/{incident}", headers={"Host": host}).status_code == 200, host
+        for host in ("evil.example:8000", "evil.example", "127.0.0.1.evil.example", ""):
+            refused = client.get(f"/ui/incidents/{incident}", headers={"Host": host})
+            assert refused.status_code == 400 and "KB_ALLOWED_HOSTS" in refused.json()["detail"], host
+        refused = client.post("/incidents", files={"log": ("vllm.log", vllm_log(**NCCL).encode())},
+                              headers={"Host": "evil.example:8000"})
+        assert refused.status_code == 400
+        assert client.get("/incidents").json()["total"] == 1
+    with api_client(db, allowed_hosts=("kb.example.com",)) as client:
+        assert client.get("/healthz", headers={"Host": "kb.example.com"}).status_code == 200
+        assert client.get("/healthz", headers={"Host": "evil.example"}).status_code == 400
+    for settings in ({"host": "0.0.0.0"}, {"allowed_hosts": ("*",)}):
+        with api_client(db, **settings) as client:
+            assert client.get("/healthz", headers={"Host": "kb.example.com"}).status_code == 200
 
 
 def test_sparkline_points():
