@@ -157,7 +157,9 @@ class Overrides:
 
 
 OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
-_INT_FIELDS = {"gpu_count", "tp", "dp", "pp", "ep", "exit_code"}
+# Integer overrides and the values they may take (the OpenAPI schema says the same).
+INTEGER_OVERRIDES = {"gpu_count": (0, 1_000_000), "tp": (0, 1_000_000), "dp": (0, 1_000_000),
+                     "pp": (0, 1_000_000), "ep": (0, 1_000_000), "exit_code": (-(2**31), 2**31 - 1)}
 _LENGTHS = {"command": 1000, "cuda_visible_devices": 200, "torch_version": 60}
 
 
@@ -170,13 +172,13 @@ def parse_overrides(values: Mapping[str, Any]) -> Overrides:
         text = str(raw).strip()
         if not text:
             continue
-        if name in _INT_FIELDS:
+        if name in INTEGER_OVERRIDES:
             try:
                 parsed[name] = int(text)
             except ValueError:
                 raise InvalidInput(f"{name} must be an integer, got {text[:40]!r}") from None
-            low = -(2**31) if name == "exit_code" else 0
-            if not low <= parsed[name] <= 2**31 - 1 or (name != "exit_code" and parsed[name] > 1_000_000):
+            low, high = INTEGER_OVERRIDES[name]
+            if not low <= parsed[name] <= high:
                 raise InvalidInput(f"{name} is out of range: {parsed[name]}")
         elif name == "failure":
             if text not in FAILURES:

@@ -33,14 +33,15 @@ from kb.services.views import (
 )
 
 MAX_PER_PAGE = 200
+MAX_PAGE = 1_000_000  # the offset stays far inside the databases' 64-bit range
 SORTS = ("last_seen", "occurrences", "created", "id", "title")
 TIMELINE_DAYS = 30  # the list's occurrence timeline: this many UTC days, ending today
 _SEEN_KINDS = {"engine_version": "versions", "model_arch": "model_archs", "gpu": "gpus"}
 
 
 def _check(query: ListQuery) -> None:
-    if query.page < 1:
-        raise InvalidInput("page must be >= 1")
+    if not 1 <= query.page <= MAX_PAGE:
+        raise InvalidInput(f"page must be between 1 and {MAX_PAGE}")
     if not 1 <= query.per_page <= MAX_PER_PAGE:
         raise InvalidInput(f"per_page must be between 1 and {MAX_PER_PAGE}")
     if query.path and query.path not in PATHS:

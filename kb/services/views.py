@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Literal
+
+from kb.core.recommend import FIX_KINDS
+
+FixKind = Literal[FIX_KINDS]  # type: ignore[valid-type]  # the schema's enum; services check it too
 
 
 @dataclass(slots=True)
@@ -255,7 +259,7 @@ class IncidentPatch:
 @dataclass(slots=True)
 class NewFix:
     title: str
-    kind: str
+    kind: FixKind
     description: str | None = None
     change: dict[str, Any] = field(default_factory=dict)
     applies_to: dict[str, Any] = field(default_factory=dict)
@@ -267,7 +271,7 @@ class FixPatch:
     """PATCH /fixes/{id}: the fields given are changed, the others kept."""
 
     title: str | None = None
-    kind: str | None = None
+    kind: FixKind | None = None
     description: str | None = None
     change: dict[str, Any] | None = None
     applies_to: dict[str, Any] | None = None

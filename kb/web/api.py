@@ -19,9 +19,11 @@ from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from kb.config import Settings
+from kb.core.recommend import PATHS
+from kb.core.records import PHASES
 from kb.db.session import Database
 from kb.services import curate, ingest, queries
 from kb.services.views import (
@@ -41,6 +43,9 @@ from kb.services.views import (
 from kb.web.uploads import read_upload
 
 T = TypeVar("T")
+# A stored row's id in a path: what the databases' 64-bit keys can hold, so a larger
+# number is a 400 from validation, not an error from the database.
+StoredId = Q[int, PathParameter(ge=1, le=2**63 - 1)]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_DOC = (
     " Send a header `Idempotency-Key: <unique string>` (at most 200 printable ASCII "
@@ -85,6 +90,37 @@ async def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None
                                  headers={"WWW-Authenticate": 'Bearer realm="crash-kb"'})
 
 
+@dataclass
+class ErrorBody:
+    """Every error answer (kb/web/app.py builds them)."""
+
+    status_code: int
+    detail: str
+    extra: Any | None = None  # e.g. which JSON field failed validation
+
+
+ERROR_MEANINGS = {
+    400: "Bad input; `detail` says what.",
+    401: "KB_API_TOKENS is set and the request has no valid `Authorization: Bearer <token>`.",
+    403: "A write that a browser sent from another site's page.",
+    404: "No such id.",
+    409: "Impossible merge (into itself, or an incident already merged).",
+    413: "The log is larger than KB_MAX_UPLOAD_MB (before or after gzip decompression).",
+    415: "Unsupported media type or content encoding.",
+    422: "The upload is not a text log; `detail` says why.",
+    503: "The database is unavailable; nothing was stored. Retry after `Retry-After` seconds.",
+}
+WRITE_ERRORS = (401, 403)
+UPLOAD_ERRORS = (413, 415, 422)
+
+
+def errors(*codes: int) -> dict[int, ResponseSpec]:
+    """The error answers of a route for its OpenAPI entry: 400 and 503 may come from
+    any route, `codes` are its own."""
+    return {code: ResponseSpec(ErrorBody, description=ERROR_MEANINGS[code], generate_examples=False)
+            for code in sorted({400, 503, *codes})}
+
+
 UPLOAD_DOC = (
     "Send the log as multipart/form-data in field `log` (`curl -F log=@vllm.log ...`), "
     "or as the raw body (text/plain, application/gzip, or Content-Encoding: gzip). "
@@ -103,6 +139,9 @@ class UploadOperation(Operation):
 
     def __post_init__(self) -> None:
         fields = {name: Schema(type=OpenAPIType.STRING) for name in ingest.OVERRIDE_FIELDS}
+        for name, (low, high) in ingest.INTEGER_OVERRIDES.items():
+            fields[name] = Schema(type=OpenAPIType.INTEGER, minimum=low, maximum=high)
+        fields["failure"] = Schema(type=OpenAPIType.STRING, enum=list(ingest.FAILURES))
         self.request_body = RequestBody(required=True, content={
             "multipart/form-data": OpenAPIMediaType(schema=Schema(
                 type=OpenAPIType.OBJECT, required=["log"],
@@ -127,7 +166,8 @@ async def _upload_input(request: Request) -> tuple[bytes, ingest.Overrides]:
       operation_class=UploadOperation,
       summary="Upload a crash log", description=UPLOAD_DOC + IDEMPOTENCY_DOC, tags=["incidents"],
       responses={200: ResponseSpec(UploadResult, description="matched a known incident"),
-                 201: ResponseSpec(UploadResult, description="stored as a new incident")})
+                 201: ResponseSpec(UploadResult, description="stored as a new incident"),
+                 **errors(*WRITE_ERRORS, *UPLOAD_ERRORS)})
 async def upload_incident(request: Request, state: State) -> Response[UploadResult]:
     key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     data, overrides = await _upload_input(request)
@@ -140,7 +180,7 @@ async def upload_incident(request: Request, state: State) -> Response[UploadResu
 
 
 @post("/analyze", request_max_body_size=None, status_code=200, tags=["incidents"],
-      operation_class=UploadOperation,
+      operation_class=UploadOperation, responses=errors(403, *UPLOAD_ERRORS),
       summary="Analyze and match a crash log without storing it", description=UPLOAD_DOC)
 async def analyze_log(request: Request, state: State) -> UploadResult:
     data, overrides = await _upload_input(request)
@@ -150,7 +190,7 @@ async def analyze_log(request: Request, state: State) -> UploadResult:
                            max_bytes=settings.max_upload_bytes)
 
 
-@get("/incidents", tags=["incidents"], summary="Search and filter incidents")
+@get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors())
 async def list_incidents(
     request: Request, state: State,
     q: Q[str | None, QueryParameter(description="text in title, signature, summary, notes")] = None,
@@ -158,13 +198,16 @@ async def list_incidents(
     version: Q[str | None, QueryParameter(description="engine version seen or affected")] = None,
     model_arch: Q[str | None, QueryParameter(description="HF model_type, e.g. kimi_k2")] = None,
     gpu: Q[str | None, QueryParameter(description="GPU name (substring) or family")] = None,
-    phase: Q[str | None, QueryParameter(description="crash phase")] = None,
+    phase: Q[str | None, QueryParameter(description="crash phase",
+                                        schema_extra={"enum": list(PHASES)})] = None,
     has_fix: Q[bool | None, QueryParameter(description="only incidents with (or without) a fix")] = None,
-    path: Q[str | None, QueryParameter(description="patch | switch_engine | investigate")] = None,
+    path: Q[str | None, QueryParameter(description="the recommended path",
+                                       schema_extra={"enum": list(PATHS)})] = None,
     tag: Q[str | None, QueryParameter(description="a tag")] = None,
-    sort: Q[str, QueryParameter(description="last_seen | occurrences | created | id | title")] = "last_seen",
-    page: Q[int, QueryParameter(ge=1)] = 1,
-    per_page: Q[int, QueryParameter(ge=1, le=200)] = 50,
+    sort: Q[str, QueryParameter(description="newest first, or most occurrences first, ...",
+                                schema_extra={"enum": list(queries.SORTS)})] = "last_seen",
+    page: Q[int, QueryParameter(ge=1, le=queries.MAX_PAGE)] = 1,
+    per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
 ) -> IncidentList:
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
@@ -174,54 +217,57 @@ async def list_incidents(
 
 
 @get("/incidents/{incident_id:int}", tags=["incidents"],
-     summary="One incident with its occurrences, fixes and similar incidents")
-async def get_incident(request: Request, state: State, incident_id: FromPath[int]) -> IncidentDetail:
+     summary="One incident with its occurrences, fixes and similar incidents", responses=errors(404))
+async def get_incident(request: Request, state: State, incident_id: StoredId) -> IncidentDetail:
     return await in_thread(state, queries.incident_detail, db_of(state), incident_id,
                            base_url=base_url(request),
                            candidate_limit=settings_of(state).match_candidates)
 
 
 @patch("/incidents/{incident_id:int}", guards=[require_token], tags=["curation"],
-       summary="Edit an incident's title, notes or tags")
-async def patch_incident(request: Request, state: State, incident_id: FromPath[int],
+       summary="Edit an incident's title, notes or tags", responses=errors(*WRITE_ERRORS, 404))
+async def patch_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[IncidentPatch]) -> IncidentDetail:
     return await in_thread(state, curate.patch_incident, db_of(state), incident_id, data,
                            base_url=base_url(request))
 
 
 @post("/incidents/{incident_id:int}/fixes", guards=[require_token], status_code=201,
-      tags=["curation"], summary="Add a fix to an incident")
-async def add_fix(state: State, incident_id: FromPath[int], data: JSONBody[NewFix]) -> FixView:
+      tags=["curation"], summary="Add a fix to an incident", responses=errors(*WRITE_ERRORS, 404))
+async def add_fix(state: State, incident_id: StoredId, data: JSONBody[NewFix]) -> FixView:
     return await in_thread(state, curate.add_fix, db_of(state), incident_id, data)
 
 
 @patch("/fixes/{fix_id:int}", guards=[require_token], tags=["curation"],
-       summary="Edit a fix's title, kind, description, change or applies_to")
-async def edit_fix(state: State, fix_id: FromPath[int], data: JSONBody[FixPatch]) -> FixView:
+       summary="Edit a fix's title, kind, description, change or applies_to",
+       responses=errors(*WRITE_ERRORS, 404))
+async def edit_fix(state: State, fix_id: StoredId, data: JSONBody[FixPatch]) -> FixView:
     return await in_thread(state, curate.edit_fix, db_of(state), fix_id, data)
 
 
 @post("/fixes/{fix_id:int}/outcomes", guards=[require_token], status_code=201,
-      tags=["curation"], summary="Report whether a fix worked, and where")
-async def add_outcome(state: State, fix_id: FromPath[int], data: JSONBody[NewOutcome]) -> OutcomeView:
+      tags=["curation"], summary="Report whether a fix worked, and where",
+      responses=errors(*WRITE_ERRORS, 404))
+async def add_outcome(state: State, fix_id: StoredId, data: JSONBody[NewOutcome]) -> OutcomeView:
     return await in_thread(state, curate.add_outcome, db_of(state), fix_id, data)
 
 
 @post("/incidents/{incident_id:int}/merge", guards=[require_token], status_code=200,
-      tags=["curation"], summary="Merge a duplicate incident into another one")
-async def merge_incident(request: Request, state: State, incident_id: FromPath[int],
+      tags=["curation"], summary="Merge a duplicate incident into another one",
+      responses=errors(*WRITE_ERRORS, 404, 409))
+async def merge_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[MergeRequest]) -> IncidentDetail:
     return await in_thread(state, curate.merge_incident, db_of(state), incident_id, data,
                            base_url=base_url(request))
 
 
 @get("/occurrences/{occurrence_id:int}/log", tags=["incidents"], media_type="text/plain",
-     summary="The stored (redacted) log of one upload")
-async def occurrence_log(state: State, occurrence_id: FromPath[int]) -> str:
+     summary="The stored (redacted) log of one upload", responses=errors(404))
+async def occurrence_log(state: State, occurrence_id: StoredId) -> str:
     return await in_thread(state, queries.occurrence_log, db_of(state), occurrence_id)
 
 
-@get("/healthz", tags=["service"], summary="Liveness and database reachability")
+@get("/healthz", tags=["service"], summary="Liveness and database reachability", responses=errors())
 async def healthz(state: State) -> Health:
     return await in_thread(state, queries.health, db_of(state))
 

@@ -23,7 +23,6 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import Cookie, State
-from litestar.params import FromPath
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
@@ -41,7 +40,7 @@ from kb.services.views import (
     NewFix,
     NewOutcome,
 )
-from kb.web.api import base_url, db_of, in_thread, settings_of
+from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "kb_token"
@@ -223,7 +222,7 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
 
 
 @get("/ui/incidents/{incident_id:int}", include_in_schema=False)
-async def incident_detail_page(request: Request, state: State, incident_id: FromPath[int]) -> Response[str]:
+async def incident_detail_page(request: Request, state: State, incident_id: StoredId) -> Response[str]:
     try:
         detail = await in_thread(state, queries.incident_detail, db_of(state), incident_id,
                                  base_url=base_url(request),
@@ -293,7 +292,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 @post("/ui/incidents/{incident_id:int}/edit", include_in_schema=False)
-async def edit_incident(request: Request, state: State, incident_id: FromPath[int]) -> Response[Any]:
+async def edit_incident(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
     form = await _form(request)
@@ -355,7 +354,7 @@ _env.filters["form_text"] = as_form_text
 
 
 @post("/ui/incidents/{incident_id:int}/fixes", include_in_schema=False)
-async def add_fix(request: Request, state: State, incident_id: FromPath[int]) -> Response[Any]:
+async def add_fix(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
     form = await _form(request)
@@ -370,7 +369,7 @@ async def add_fix(request: Request, state: State, incident_id: FromPath[int]) ->
 
 
 @post("/ui/fixes/{fix_id:int}/edit", include_in_schema=False)
-async def edit_fix(request: Request, state: State, fix_id: FromPath[int]) -> Response[Any]:
+async def edit_fix(request: Request, state: State, fix_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
     form = await _form(request)
@@ -386,7 +385,7 @@ async def edit_fix(request: Request, state: State, fix_id: FromPath[int]) -> Res
 
 
 @post("/ui/fixes/{fix_id:int}/outcomes", include_in_schema=False)
-async def add_outcome(request: Request, state: State, fix_id: FromPath[int]) -> Response[Any]:
+async def add_outcome(request: Request, state: State, fix_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
     form = await _form(request)
@@ -409,7 +408,7 @@ async def add_outcome(request: Request, state: State, fix_id: FromPath[int]) -> 
 
 
 @post("/ui/incidents/{incident_id:int}/merge", include_in_schema=False)
-async def merge_incident(request: Request, state: State, incident_id: FromPath[int]) -> Response[Any]:
+async def merge_incident(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
     form = await _form(request)

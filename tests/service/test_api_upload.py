@@ -221,6 +221,45 @@ def test_openapi_schema_and_health(client):
     assert health.json()["schema_revision"]
 
 
+def test_openapi_schema_states_the_error_answers_and_the_allowed_values(client):
+    """Other tools code against the schema: every route lists the errors it can answer
+    (with the one error body), and the closed sets (fix kinds, sorts, phases, paths,
+    integer overrides) are enums and ranges there, not only prose."""
+    schema = client.get("/schema/openapi.json").json()
+    error_ref = {"$ref": "#/components/schemas/ErrorBody"}
+    expected = {("post", "/incidents"): {"400", "401", "403", "413", "415", "422", "503"},
+                ("post", "/analyze"): {"400", "403", "413", "415", "422", "503"},
+                ("get", "/incidents/{incident_id}"): {"400", "404", "503"},
+                ("post", "/incidents/{incident_id}/merge"): {"400", "401", "403", "404", "409", "503"},
+                ("post", "/fixes/{fix_id}/outcomes"): {"400", "401", "403", "404", "503"}}
+    for (method, path), codes in expected.items():
+        responses = schema["paths"][path][method]["responses"]
+        assert {code for code in responses if code >= "400"} == codes, (method, path)
+        for code in codes:
+            assert responses[code]["content"]["application/json"]["schema"] == error_ref
+    for operation in (op for ops in schema["paths"].values() for op in ops.values()):
+        assert "503" in operation["responses"], operation["summary"]
+
+    components = schema["components"]["schemas"]
+    assert set(components["NewFix"]["properties"]["kind"]["enum"]) == {
+        "config", "patch", "upgrade", "downgrade", "workaround", "switch_engine"}
+    params = {p["name"]: p["schema"] for p in schema["paths"]["/incidents"]["get"]["parameters"]}
+    assert params["sort"]["enum"][0] == "last_seen" and "kv_cache_profiling" in params["phase"]["enum"]
+    assert params["path"]["enum"] == ["patch", "switch_engine", "investigate"]
+    form = schema["paths"]["/incidents"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert form["properties"]["tp"] == {"type": "integer", "minimum": 0, "maximum": 1_000_000}
+    assert form["properties"]["failure"]["enum"] == ["exit", "hang", "not_ready"]
+
+
+def test_numbers_past_the_databases_range_are_a_400_not_a_storage_error(client):
+    for url in ("/incidents/9223372036854775808", "/occurrences/184455909418208002048/log",
+                "/incidents?page=375889238383551808"):
+        response = client.get(url)
+        assert response.status_code == 400, url
+    assert "page must be between" in client.get("/ui/incidents?page=375889238383551808").text
+    assert client.get("/incidents/9223372036854775807").status_code == 404
+
+
 def test_odd_but_valid_input_is_stored_not_rejected(client):
     """Values longer than their columns, stray NULs deep in a log: still a 201."""
     log = vllm_log() + "x" * 70_000 + "\x00\x00 stray NULs\n"
