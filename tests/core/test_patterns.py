@@ -121,3 +121,22 @@ def test_the_rule_index_picks_what_testing_every_anchor_picks():
     for name, table in RULE_TABLES.items():
         for text in texts:
             assert scan.first_rule(table, text) is naive(table, text), (name, text)
+
+
+def test_the_literal_set_finds_what_testing_every_literal_finds():
+    """LiteralSet answers in one pass what `literal in text` (or, for the caseless
+    ones, `literal.lower() in text.lower()`) answers one literal at a time: a literal
+    listed twice is reported at both indices, overlapping and nested literals are all
+    found, and an empty set or an empty text finds nothing."""
+    from kb.core.scan import LiteralSet
+
+    literals = ["Error", "RuntimeError", "NCCL", "nccl", "Error", "rank", "CUDA out of", "ÉTAT"]
+    caseless = frozenset({2, 5, 7})
+    literal_set = LiteralSet("test", literals, caseless)
+    texts = ["RuntimeError: NCCL error on Rank 3", "cuda OUT OF memory", "", "état: ok",
+             "ErrorError", "İstanbul rank", "nothing"]
+    for text in texts:
+        expected = {i for i, literal in enumerate(literals)
+                    if (literal.lower() in text.lower() if i in caseless else literal in text)}
+        assert sorted(literal_set.present(text)) == sorted(expected), text
+    assert LiteralSet("empty", []).present("anything") == []
