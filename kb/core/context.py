@@ -114,8 +114,8 @@ _IS_GPU = [not caseless and a in _GPU_LITERALS for a, caseless in _ENTRIES]
 _PHASES_OF = [frozenset(n for n, rule in enumerate(P.PHASE_MARKERS)
                         if a in rule.anchors and caseless == bool(rule.pattern.flags & re.I))
               for a, caseless in _ENTRIES]
-_LINE_SCAN = scan.LiteralSet("context", [a for a, _ in _ENTRIES],
-                             caseless=frozenset(n for n, (_, caseless) in enumerate(_ENTRIES) if caseless))
+_LINE_SCAN = scan.LiteralSet([a for a, _ in _ENTRIES],
+                              caseless=frozenset(n for n, (_, caseless) in enumerate(_ENTRIES) if caseless))
 
 # "Qwen3MoeForCausalLM" -> "qwen3_moe"
 _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")

@@ -126,8 +126,7 @@ class LiteralSet:
     it on every call, and for the ~50 lines of an upload those handoffs cost the
     service more CPU than the matching, while other threads analyse other uploads."""
 
-    def __init__(self, name: str, literals: list[str], caseless: frozenset[int] = frozenset()) -> None:
-        self.name = name
+    def __init__(self, literals: list[str], caseless: frozenset[int] = frozenset()) -> None:
         self.literals = literals
         self.caseless = caseless  # indices of the literals found in any case
         self._automata: tuple[ahocorasick.Automaton | None, ahocorasick.Automaton | None] | None = None
@@ -172,11 +171,11 @@ class RuleIndex:
     tried only when the text holds one of its anchors (a rule without anchors always
     is). One LiteralSet pass instead of an `in` test per anchor of every rule."""
 
-    def __init__(self, name: str, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[Rule]) -> None:
         self.table = rules
         self.rules = tuple(rules)
         anchors = sorted({anchor for rule in self.rules for anchor in rule.anchors})
-        self._literals = LiteralSet(name, anchors)
+        self._literals = LiteralSet(anchors)
         self._rules_of = [tuple(n for n, rule in enumerate(self.rules) if anchor in rule.anchors)
                           for anchor in anchors]
         self._always = frozenset(n for n, rule in enumerate(self.rules) if not rule.anchors)
@@ -203,7 +202,7 @@ def first_rule(rules: tuple[Rule, ...], text: str) -> Rule | None:
     match `text`: most rules are never compiled, let alone run."""
     index = _INDEXES.get(id(rules))
     if index is None or index.table is not rules:
-        index = _INDEXES[id(rules)] = RuleIndex(f"rules-{rules[0].name if rules else 'none'}", rules)
+        index = _INDEXES[id(rules)] = RuleIndex(rules)
     return index.first(text)
 
 

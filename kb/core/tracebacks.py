@@ -354,7 +354,7 @@ class Extractor:
         return False
 
 
-_ERROR_RULES = scan.RuleIndex("error-lines", P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
+_ERROR_RULES = scan.RuleIndex(P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
 
 

@@ -11,8 +11,9 @@ import threading
 
 import zstandard
 
+from kb.core.analyze import GZIP_MAGIC
+
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_LEVEL = -3
 
 _THREAD = threading.local()  # zstd contexts are not thread-safe: one per thread

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 from sqlalchemy.exc import IntegrityError
 
-from kb.core.analyze import analyze, analyze_for_storage
+from kb.core.analyze import GZIP_MAGIC, analyze, analyze_for_storage
 from kb.core.gpus import gpu_family
 from kb.core.records import Analysis, CrashFeatures
 from kb.db.known_upload import store_known_occurrence
@@ -45,7 +45,6 @@ from kb.services.views import (
     UploadResult,
 )
 
-GZIP_MAGIC = b"\x1f\x8b"
 # Magic numbers of things people upload by mistake: named in the 422 answer.
 _BINARY_MAGIC = (
     (b"PK\x03\x04", "a ZIP archive"),
