@@ -46,12 +46,25 @@ def load_seed_incidents(directory: Path) -> list[SeedIncident]:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--against-seeds", "seeds_dir", is_flag=False, flag_value=str(DEFAULT_SEEDS), default=None,
               type=click.Path(), help="Also report how many cases the seed knowledge base recognizes.")
+@click.option("--subset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A file of case ids (one a line, e.g. BATCH2.txt): also print the root cause figure on them.")
+@click.option("--shapes", is_flag=True, help="Re-capture every case in each capture shape (journald, srun, ...) "
+              "and print root-cause accuracy per shape and agreement with the plain log.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per case.")
-def evaluate(directory: Path, seeds_dir: str | None, verbose: bool) -> None:
-    """Root-cause, context and grouping accuracy on a folder of labeled cases."""
+def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes: bool, verbose: bool) -> None:
+    """Root-cause, context and grouping accuracy on a folder of labeled cases
+    (<id>.log + <id>.json as in shared/corpus/README.md)."""
     cases = load_cases(directory)
     if not cases:
         raise click.ClickException(f"no labeled cases (<id>.json + <id>.log) in {directory}")
+    if shapes:
+        from kb.core.evaluate import evaluate_shapes
+
+        click.echo(f"cases: {len(cases)}")
+        click.echo(f"{'shape':<20} {'root cause':>10} {'same as plain':>14}")
+        for shape, figures in evaluate_shapes(cases).items():
+            click.echo(f"{shape:<20} {figures['root_cause']:>10.1%} {figures['same_as_plain']:>14.1%}")
+        return
     seeds = load_seed_incidents(Path(seeds_dir)) if seeds_dir else None
     if seeds_dir and not seeds:
         raise click.ClickException(f"no seed incidents found under {seeds_dir}")
@@ -75,6 +88,12 @@ def evaluate(directory: Path, seeds_dir: str | None, verbose: bool) -> None:
     click.echo(f"cases: {n}")
     click.echo(f"root cause (type and message): {report['root_cause']:.1%}  "
                f"[strict, truncated excerpts counted wrong: {report['root_cause_strict']:.1%}; type only: {report['exception_type']:.1%}]")
+    if subset is not None:
+        wanted = set(subset.read_text().split())
+        chosen = [r for r in results if r.id in wanted]
+        if chosen:
+            click.echo(f"root cause on the {len(chosen)} cases of {subset.name}: "
+                       f"{sum(r.recoverable for r in chosen) / len(chosen):.1%}")
     click.echo("context accuracy per field (cases labeled):")
     for name, (accuracy, count) in report["context"].items():
         click.echo(f"  {name:<15} {accuracy:6.1%}  ({count})")

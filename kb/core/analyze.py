@@ -9,13 +9,14 @@ from __future__ import annotations
 import zlib
 
 from kb.core import scan
+from kb.core.capture import Profile, continues
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.records import Analysis, Timing
 from kb.core.redact import redact, redact_lines
-from kb.core.rootcause import choose
+from kb.core.rootcause import choose, not_captured
 from kb.core.split import parse_line
-from kb.core.tracebacks import Extractor
+from kb.core.tracebacks import Extractor, _key_label
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_LINES = 40  # parsed until the first timestamp, anchors or not
@@ -23,20 +24,33 @@ MAX_LINE = 64 * 1024  # longer lines are cut (a log line of megabytes is a dump,
 TIME_LOOKBACK = 8  # lines looked back from a window for the time the log had reached
 MAX_FOUND = 20_000  # bound on errors kept; beyond it only exceptions are kept
 _INFLATE_STEP = 16 * 1024 * 1024
+FIRST_PAGE = 64 * 1024  # the first page reports every context line (capped), later pages one a page
+PAGE = 1024 * 1024  # pre-filter pages: bounds at absolute positions, not at chunk ends
+PROFILE_BYTES = 64 * 1024  # the head the capture profile is learned from
+HEAD_PROFILE_LINES = 400
 
 
 class Analyzer:
-    """Streaming analyzer: `feed` chunks in order, then `finish`."""
+    """Streaming analyzer: `feed` chunks in order, then `finish`.
 
-    def __init__(self, *, secret_lines: bool = False) -> None:
+    The answer never depends on how the input is cut into chunks: the capture profile is
+    learned from the first PROFILE_BYTES of the log, and the pre-filter runs on pages whose
+    bounds are absolute positions in the log (the first newline after each PAGE bytes),
+    whatever the chunks were."""
+
+    def __init__(self, *, secret_lines: bool = False, use_hyperscan: bool | None = None) -> None:
         # With secret_lines, the lines that may hold a secret are collected from the
-        # pre-filter's pass over the blocks fed as they are (see analyze_for_storage).
+        # pre-filter's pass over the pages (see analyze_for_storage).
         self.secret_lines: list[tuple[int, int]] | None = [] if secret_lines else None
         self.secret_lines_complete = True  # False once a cut line left bytes unscanned
-        self._carry = b""
-        self._lines_before = 0  # lines fully consumed before the current block
+        self._pending = b""  # bytes of the current page not processed yet
+        self._pending_offset = 0  # position of _pending[0] in the (inflated) log
+        self._lines_before = 0  # lines fully consumed before the current page
         self._inflater: zlib._Decompress | None = None
         self._started = False
+        self._profile: Profile | None = None
+        self._wrapped = ""  # a hard-wrapped line waiting for its continuation
+        self._scan = scan.PageScan(use_hyperscan)  # None: hyperscan when installed
         self._extractor = Extractor()
         self._context = ContextCollector()
         self._redactions = 0
@@ -60,20 +74,24 @@ class Analyzer:
             try:
                 self._take(self._inflater.flush())
             except zlib.error:
-                self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
-        if self._carry:
-            last = self._carry + b"\n"
-            self._block(last, 0, len(last), self._bytes - len(self._carry))
-            self._carry = b""
+                self._note_corrupt()
+        self._learn(final=True)
+        self._drain(final=True)
+        if self._wrapped:
+            self._line(self._lines_before, self._wrapped, True)
+            self._wrapped = ""
         found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
+        verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
+        if verdict == "not_captured":
+            self._notes.append(not_captured([root, *symptoms]))
         all_frames = [frame for item in found for frame in item.event.frames]
         frames_text = " ".join(f.file for f in all_frames[-400:])
         context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
         longest = max((item.event.frames for item in found), key=len, default=[])
         phase = self._context.phase(root, root.line_number if root else None, context.engine, longest)
         first, crash, seconds = self._context.seconds_to_crash(root.line_number if root else None)
-        processes = sorted({p for p in self._extractor.streams if p})
+        processes = sorted({label for key in self._extractor.streams if (label := _key_label(key))})
         return Analysis(
             fingerprint=fingerprint(root, context.engine, phase),
             root_cause=root,
@@ -86,9 +104,15 @@ class Analyzer:
             lines=self._lines_before,
             bytes=self._bytes,
             notes=self._notes,
+            capture=list(self._profile.describe()) if self._profile else [],
+            verdict=verdict,
         )
 
     # ----------------------------------------------------------------------------------
+    def _note_corrupt(self) -> None:
+        if "gzip stream is corrupt; analysed what could be decompressed" not in self._notes:
+            self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
+
     def _inflate(self, data: bytes) -> None:
         inflater = self._inflater
         assert inflater is not None
@@ -98,63 +122,89 @@ class Analyzer:
             while inflater.unconsumed_tail:
                 self._take(inflater.decompress(inflater.unconsumed_tail, _INFLATE_STEP))
         except zlib.error:
-            if "gzip stream is corrupt; analysed what could be decompressed" not in self._notes:
-                self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
+            self._note_corrupt()
 
     def _take(self, data: bytes) -> None:
-        """Consume whole lines of `data` without copying it (chunks are megabytes); the
-        partial last line waits in `_carry` for the next chunk."""
-        offset = self._bytes  # of data[0] in the (inflated) log
         self._bytes += len(data)
-        begin = 0
-        if self._carry:
-            newline = data.find(b"\n")
-            if newline < 0:
-                self._carry += data
-                if len(self._carry) > MAX_LINE * 4:  # one endless line: cut it
-                    self._cut_carry(self._bytes - len(self._carry))
-                return
-            head = self._carry + data[:newline + 1]
-            self._block(head, 0, len(head), offset - len(self._carry))
-            self._carry = b""
-            begin = newline + 1
-        cut = data.rfind(b"\n") + 1
-        if cut <= begin:
-            self._carry = data[begin:]
-            if len(self._carry) > MAX_LINE * 4:
-                self._cut_carry(offset + begin)
+        self._pending = self._pending + data if self._pending else data
+        if self._profile is None:
+            self._learn(final=False)
+        if self._profile is not None:
+            self._drain(final=False)
+
+    def _learn(self, final: bool) -> None:
+        """Learn the capture profile from the head once PROFILE_BYTES (or all) are in."""
+        if self._profile is not None:
             return
-        self._carry = data[cut:]
-        self._block(data, begin, cut, offset)
+        if not final and len(self._pending) < PROFILE_BYTES:
+            return
+        head = self._pending[:PROFILE_BYTES]
+        lines = head.decode("utf-8", "replace").split("\n")
+        if len(self._pending) > PROFILE_BYTES or not final:
+            lines = lines[:-1]  # the last one may be cut
+        self._profile = Profile.learn([line[:MAX_LINE] for line in lines[:HEAD_PROFILE_LINES]])
 
-    def _cut_carry(self, offset: int) -> None:
-        """Parse the start of an endless line and drop the rest (unscanned)."""
-        self._block(self._carry[:MAX_LINE] + b"\n", 0, MAX_LINE + 1, offset)
-        self._carry = b""
-        self.secret_lines_complete = False
+    def _drain(self, final: bool) -> None:
+        """Process every whole page of `_pending` (all of it when `final`)."""
+        data = self._pending
+        begin = 0
+        while True:
+            page_end = self._page_end(data, begin, final)
+            if page_end is None:
+                break
+            self._page(data, begin, page_end, self._pending_offset + begin)
+            begin = page_end
+        if begin:
+            self._pending = data[begin:]
+            self._pending_offset += begin
 
-    def _block(self, block: bytes, begin: int, end: int, offset: int) -> None:
-        """Parse the lines worth parsing in block[begin:end] (whole lines); block[0] is
-        at `offset` in the log."""
-        # The lines that may hold a secret (a redaction literal is in their bytes): only
-        # they are run through the redaction rules. Without hyperscan, every line is.
-        secrets: list[tuple[int, int]] | None = [] if scan.hyperscan is not None else None
-        ranges = scan.windows(block, begin, end, secrets)
-        if secrets and self.secret_lines is not None:
-            self.secret_lines += [(offset + start, offset + stop) for start, stop in secrets]
+    def _page_end(self, data: bytes, begin: int, final: bool) -> int | None:
+        """End of the page that starts at data[begin] (a line boundary), or None while
+        its end has not arrived. The first page ends at the first newline at or after
+        FIRST_PAGE bytes, the others at the first newline at or after each multiple of
+        PAGE: absolute positions, so the pages are the same however the log was fed. A
+        line that never ends is cut after MAX_LINE * 4 bytes."""
+        size = len(data)
+        if begin >= size:
+            return None
+        absolute = self._pending_offset + begin
+        bound = FIRST_PAGE if absolute < FIRST_PAGE else (absolute // PAGE + 1) * PAGE
+        target = bound - self._pending_offset
+        if target <= size:
+            newline = data.find(b"\n", target - 1)
+            if newline >= 0:
+                return newline + 1
+            if size - target > MAX_LINE * 4:
+                return size
+        if final:
+            return size
+        return None
+
+    def _page(self, block: bytes, begin: int, end: int, offset: int) -> None:
+        """Parse the lines worth parsing in block[begin:end] (whole lines, but for the
+        last line of the log); block[begin] is at `offset` in the log."""
+        total_lines = self._lines_before + block.count(b"\n", begin, end) + (block[end - 1:end] != b"\n")
+        assert self._profile is not None
+        if self._profile.wrap_width:
+            # A terminal copy: anchors may be cut by the wrap, so every line is read.
+            ranges: list[tuple[int, int]] = [(begin, end)]
+            secrets = None
+        else:
+            secrets = []
+            ranges = self._scan.windows(block, begin, end, secrets)
+            if self.secret_lines is not None:
+                self.secret_lines += [(offset - begin + start, offset - begin + stop) for start, stop in secrets]
         marked = None if secrets is None else {start for start, _ in secrets}
         if self._lines_before < HEAD_LINES and self._context.first_timestamp is None:
             # The head is parsed up to its first timestamp (where the time to crash
             # starts); the lines with anything else worth parsing have anchors.
             head_end, number = begin, self._lines_before
-            while number < HEAD_LINES and self._context.first_timestamp is None:
+            while number < HEAD_LINES and self._context.first_timestamp is None and head_end < end:
                 nxt = block.find(b"\n", head_end, end)
                 stop = end if nxt < 0 else nxt + 1
                 number += 1
                 self._line(number, block[head_end:stop].rstrip(b"\n"), marked is None or head_end in marked)
                 head_end = stop
-                if stop >= end:
-                    break
             ranges = [(max(start, head_end), stop) for start, stop in ranges if stop > head_end]
             self._lines_before = number
             begin = head_end
@@ -169,7 +219,7 @@ class Analyzer:
                 line_number += 1
                 self._line(line_number, raw, marked is None or position in marked)
                 position += len(raw) + 1
-        self._lines_before = line_number + block.count(b"\n", position, end)
+        self._lines_before = total_lines
 
     def _time_before(self, block: bytes, floor: int, start: int, number: int) -> None:
         """Note the time of the nearest timestamped line before a window (up to
@@ -182,23 +232,30 @@ class Analyzer:
                 return
             line_start = block.rfind(b"\n", floor, end - 1) + 1 or floor
             raw = block[line_start:min(end - 1, line_start + MAX_LINE)]
-            timestamp = parse_line(number, raw.decode("utf-8", "replace")).timestamp
+            timestamp = parse_line(number, raw.decode("utf-8", "replace"), self._profile).timestamp
             if timestamp:
                 self._context.note_time(number, timestamp)
                 return
             end, number = line_start, number - 1
 
-    def _line(self, number: int, raw: bytes, may_hold_secret: bool) -> None:
-        if len(raw) > MAX_LINE:
-            raw = raw[:MAX_LINE]
-        text = raw.decode("utf-8", "replace")
+    def _line(self, number: int, raw: bytes | str, may_hold_secret: bool) -> None:
+        text = raw if isinstance(raw, str) else raw[:MAX_LINE].decode("utf-8", "replace")
+        width = self._profile.wrap_width if self._profile else None
+        if width and not isinstance(raw, str):
+            if continues(text.rstrip("\r"), width):
+                self._wrapped += text.rstrip("\r")
+                return
+            if self._wrapped:
+                text, self._wrapped = self._wrapped + text, ""
+        if len(text) > MAX_LINE:
+            text = text[:MAX_LINE]
         if "\x00" in text:  # a NUL may have split a literal the pre-filter looks for
             text = text.replace("\x00", "")
             may_hold_secret = True
         if may_hold_secret:
             text, count = redact(text)
             self._redactions += count
-        line = parse_line(number, text)
+        line = parse_line(number, text, self._profile)
         if len(self._extractor.found) < MAX_FOUND or line.level not in ("ERROR", "CRITICAL"):
             self._extractor.feed(line)
         self._context.feed(line)

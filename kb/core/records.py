@@ -140,6 +140,9 @@ class Analysis:
     lines: int = 0
     bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    capture: list[str] = field(default_factory=list)  # capture layers peeled ("wrapped at 80")
+    # found | not_captured (only wrappers: the cause is not in this log) | no_error
+    verdict: str = "no_error"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,7 +36,7 @@ _BASE = {
     "log_error": 40,
     "truncated": 30,
     "symptom": 20,
-    "benign": 0,
+    "benign": 1,
 }
 _CONFIDENCE = {
     "root-traceback": 0.95, "root-line": 0.9, "root-rule": 0.88, "root-inferred": 0.6, "confirmation": 0.75,
@@ -60,7 +60,7 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -
     `last_info` maps each process to the line of its last INFO record: a process that
     went on logging normally after an error, while a later error ended the run,
     recovered from the first one."""
-    groups = _group(found)
+    groups = _group(_without_copies(found))
     if not groups:
         return None, []
     _mark_recovered(groups, last_info or {})
@@ -70,8 +70,23 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
-    if _BASE[best.tier] == 0:
-        return None, [_as_event(g) for g in groups]
+    if best.tier == "symptom":
+        # a typed exception set aside only by its chain (not a known wrapper) still names a cause
+        typed = [g for g in ranked if g.first.event.kind == "python" and g.first.event.message.strip()
+                 and not scan.first_rule(P.SYMPTOMS, f"{g.first.event.exception}: {g.first.event.message}")]
+        if typed:
+            best = typed[0]
+    if best.tier == "symptom" and not typed:
+        quoted = next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+        if quoted is None:
+            # Only wrappers: they point at an error the log does not hold. Naming one of
+            # them as the cause would group every crash behind the same wrapper.
+            wrapper = _as_event(best)
+            wrapper.role, wrapper.confidence = "symptom", 0.2
+            wrapper.reason = f"{best.reason}; only wrappers were found: the cause was not captured in this log"
+            return wrapper, sorted((_as_event(g) for g in groups if g is not best), key=lambda e: e.line_number or 0)
+        symptoms = sorted((_as_event(g) for g in groups), key=lambda e: e.line_number or 0)
+        return quoted, symptoms
     root = _as_event(best)
     root.role = "root"
     root.confidence = _CONFIDENCE[best.tier]
@@ -80,6 +95,38 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
     symptoms.sort(key=lambda e: e.line_number or 0)
     return root, symptoms
+
+
+def _quoted_cause(wrapper: Group) -> ErrorEvent | None:
+    """A wrapper that quotes its cause ("Worker failed with error 'CUDA error: an illegal
+    memory access was encountered'"): the quoted error is what the log captured of it."""
+    from kb.core.tracebacks import quoted_error
+
+    event = wrapper.first.event
+    found = quoted_error(event.message)
+    if found is None:
+        return None
+    found.process, found.line_number, found.ranks = event.process, event.line_number, list(wrapper.ranks)
+    found.role, found.confidence = "root", 0.5
+    found.reason = f"quoted by the wrapper {event.exception or 'line'}: {_first_line(event.message)}"
+    return found
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0][:100]
+
+
+def not_captured(symptoms: list[ErrorEvent]) -> str:
+    """What to tell a person when only wrappers were found: which process died and
+    where its own error would be."""
+    processes = sorted({rank for event in symptoms for rank in (event.ranks or [event.process]) if rank})
+    wrappers = "; ".join(dict.fromkeys(f"{e.exception}: {_first_line(e.message)}".strip(": ") for e in symptoms[:3]))
+    where = f" (reported by {', '.join(processes[:4])})" if processes else ""
+    return (f"the cause was not captured in this log: only wrappers were found{where}: {wrappers}. "
+            "The failing process died without printing its error here: look at that worker's or rank's own "
+            "output (its stderr, `kubectl logs --previous`, the launcher's per-rank log files), rerun with "
+            "its logging on (torchrun --tee 3, VLLM_LOGGING_LEVEL=DEBUG, CUDA_LAUNCH_BLOCKING=1 for CUDA "
+            "errors), and check the kernel log (`dmesg`) for an OOM kill.")
 
 
 def _score(group: Group) -> float:
@@ -95,6 +142,10 @@ def _score(group: Group) -> float:
         score -= 5  # ... and a typed error says more than the logger's copy of it
     if group.recovered:
         score -= 40
+    if group.first.mention:
+        score -= 4  # named inside a log line: a line printed as the exception says more
+    if group.tier == "benign":
+        score = 1  # only when nothing else was found (a pasted warning, an interrupt)
     if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
         score += 10  # an ERROR line that names a real failure beats one that only reports
     return score
@@ -153,6 +204,28 @@ def _group(found: list[Found]) -> list[Group]:
     return order
 
 
+def _without_copies(found: list[Found]) -> list[Found]:
+    """The same error is often printed twice: as a log line ("watchdog
+    thread terminated with exception: CUDA error: ...") and as the exception that carries
+    it (a C++ terminate's what(), a Python exception line). The typed exception says more;
+    the log line's copy is dropped."""
+    typed: list[str] = []
+    for item in found:
+        if item.event.kind in ("python", "cpp") and item.event.message and not item.mention:
+            typed.append(item.event.message)
+    if not typed:
+        return found
+    kept = []
+    for item in found:
+        event = item.event
+        core = event.message.strip()[:80]
+        if (event.kind not in ("python", "cpp") or item.mention) and len(core) >= 24 and any(
+                core in message and message.strip()[:80] != core for message in typed):
+            continue
+        kept.append(item)
+    return kept
+
+
 def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> None:
     roots = [g for g in groups if g.tier.startswith("root")]
     if len(roots) < 2:
@@ -161,7 +234,7 @@ def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> No
     for group in roots:
         event = group.first.event
         line = event.line_number or 0
-        if line < last_root_line and last_info.get(event.process, 0) > line:
+        if line < last_root_line and last_info.get(group.first.key, 0) > line:
             group.recovered = True
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
 

@@ -3,8 +3,8 @@
 A 100 MB log is mostly INFO lines and progress bars. Hyperscan matches every anchor
 literal of `patterns` at once (gigabytes per second); only lines with an anchor, plus the
 lines that follow an error anchor (frames' code lines, message continuations), reach the
-Python parser. Without hyperscan (an unsupported platform) every line is parsed: same
-result, slower."""
+Python parser. Without hyperscan (an unsupported platform) an Aho-Corasick pass finds the
+same hits: same lines, same result, slower."""
 
 from __future__ import annotations
 
@@ -20,9 +20,7 @@ import ahocorasick
 from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS, Rule
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
-EVERY_CONTEXT_LIMIT = 64 * 1024  # up to this size every context line counts (capped)
-CONTEXT_SLICE = 1024 * 1024  # in larger blocks each context anchor is kept once per slice
-CONTEXT_HITS = 48  # in smaller ones, at most this many lines per context anchor
+CONTEXT_HITS = 48  # on the first page, at most this many hits per context anchor
 
 try:  # pragma: no cover - import guard
     import hyperscan
@@ -76,20 +74,15 @@ def _databases():
 @lru_cache(maxsize=1)
 def _compiled_databases():
     """One literal database (a literal database scans several times faster than one with
-    patterns): ids below `block_ids` are block anchors, below `error_ids` single-line
-    anchors, the rest context anchors. In `every` context anchors report each occurrence
-    (small logs); in `first` once per scan (long logs repeat them in every progress bar
-    and metrics line, so they are scanned in slices)."""
-    blocks = sorted(set(BLOCK_ANCHORS))
-    lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
-    context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
-    ordered = blocks + lines + context
+    patterns), ids as `_anchors` orders them. In `every` context anchors report each
+    occurrence (the first page); in `first` once per page (long logs repeat them in
+    every progress bar and metrics line)."""
+    ordered = _anchors()
     literals = [_escape(a) for a in ordered]
-    errors = len(blocks) + len(lines)
+    _, errors, _ = _anchor_ids()
     every = _build("every", literals, [0] * len(literals))
-    first = _build("first", literals, [0] * errors + [hyperscan.HS_FLAG_SINGLEMATCH] * len(context))
-    secrets = frozenset(i for i, a in enumerate(ordered) if a in SECRET_ANCHORS)
-    return every, first, len(blocks), errors, secrets
+    first = _build("first", literals, [0] * errors + [hyperscan.HS_FLAG_SINGLEMATCH] * (len(literals) - errors))
+    return every, first, None, errors, None
 
 
 def _secret_database():
@@ -221,90 +214,156 @@ def _scratch(database) -> "hyperscan.Scratch":
     return scratch
 
 
-def windows(block: bytes, begin: int = 0, stop: int | None = None,
-            secrets: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
-    """Byte ranges [start, end) of whole lines of block[begin:stop] worth parsing, in
-    order, merged; offsets are block's. The slice is scanned in place, never copied.
-    With `secrets`, the same pass appends to it the ranges of the lines that may hold a
-    secret (what `secret_lines` finds), so storing the log needs no second pass."""
-    stop = len(block) if stop is None else stop
-    if hyperscan is None:
-        return [(begin, stop)]
-    every, first, block_ids, error_ids, secret_ids = _databases()
-    hits: list[tuple[int, bool]] = []
-    offset = begin
-    seen: dict[int, int] = {}
-    find = block.find
-    rfind = block.rfind
-    warning_line = [-1, -1]  # the last line found logged at WARNING level: [start, end)
+class PageScan:
+    """The pre-filter of one log, page by page: byte ranges of the lines worth parsing.
 
-    def at_warning_level(position: int) -> bool:
-        """Logged at WARNING level (vLLM's prefix): the engine went on (a recovered
-        traceback, a deprecation); never the cause, and long logs are full of them."""
-        if warning_line[0] <= position < warning_line[1]:
-            return True
-        line_start = rfind(b"\n", begin, position) + 1 or begin
-        if find(b" WARNING ", line_start, line_start + 120 if line_start + 120 < position else position) < 0:
-            return False
-        line_end = find(b"\n", position, stop)
-        warning_line[:] = [line_start, stop if line_end < 0 else line_end + 1]
-        return True
+    Hyperscan finds the anchor literals when it is installed; otherwise an Aho-Corasick
+    pass finds exactly the same hits (each literal at each end offset; context literals
+    once a page after the first). Everything after the hits is one piece of Python, so
+    the lines picked, and with them the whole analysis, are the same either way. State
+    that crosses pages (the following lines an error anchor still owes, the context
+    caps of the first page) lives here, so page bounds cut nothing."""
 
-    def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
-        position = offset + end
-        if secrets is not None and pattern_id in secret_ids:
-            secret_line(position)
-        if at_warning_level(position):
-            return
-        if pattern_id < error_ids:
-            hits.append((position, pattern_id < block_ids))
-            return
-        count = seen.get(pattern_id, 0)
-        if count < CONTEXT_HITS:
-            seen[pattern_id] = count + 1
-            hits.append((position, False))
+    def __init__(self, use_hyperscan: bool | None = None) -> None:
+        self.use_hyperscan = hyperscan is not None if use_hyperscan is None else use_hyperscan
+        self.pages = 0
+        self._owed = 0  # following lines of the last error anchor not yet included
+        self._seen: dict[int, int] = {}  # context anchor -> hits kept (first page)
 
-    def secret_line(position: int) -> None:
-        assert secrets is not None
-        line_start = rfind(b"\n", begin, position) + 1 or begin
-        if not secrets or secrets[-1][1] <= line_start:
-            line_end = find(b"\n", position, stop)
-            secrets.append((line_start, stop if line_end < 0 else line_end + 1))
-
-    view = memoryview(block)
-    if stop - begin <= EVERY_CONTEXT_LIMIT:
-        every.scan(view[begin:stop], match_event_handler=on_match, scratch=_scratch(every))
-    else:
-        scratch = _scratch(first)
-        while offset < stop:  # slices end on a newline: no anchor is cut in two
-            cut = block.rfind(b"\n", offset, min(offset + CONTEXT_SLICE, stop)) + 1
-            if cut <= offset:
-                cut = min(offset + CONTEXT_SLICE, stop)
-            first.scan(view[offset:cut], match_event_handler=on_match, scratch=scratch)
-            offset = cut
-    if not hits:
-        return []
-    hits.sort()
-    ranges: list[tuple[int, int]] = []
-    covered_end = -1
-    error_line_end = -1  # end of the line of the last error anchor: its window is done
-    for end, is_error in hits:
-        if end <= covered_end and (not is_error or end <= error_line_end):
-            continue
-        line_start = rfind(b"\n", begin, end) + 1 or begin
-        line_end = find(b"\n", end, stop)
-        line_end = stop if line_end < 0 else line_end + 1
-        if is_error:
-            error_line_end = line_end
-            for _ in range(FOLLOWING_LINES):
-                if line_end >= stop:
-                    break
+    def windows(self, block: bytes, begin: int = 0, stop: int | None = None,
+                secrets: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+        """Byte ranges [start, end) of whole lines of block[begin:stop] worth parsing, in
+        order, merged; offsets are block's. With `secrets`, the same pass appends the
+        ranges of the lines that may hold a secret."""
+        stop = len(block) if stop is None else stop
+        every = self.pages == 0
+        self.pages += 1
+        block_ids, error_ids, secret_ids = _anchor_ids()
+        hits = (_hyperscan_hits if self.use_hyperscan else _automaton_hits)(block, begin, stop, every)
+        find, rfind = block.find, block.rfind
+        kept: list[tuple[int, bool]] = []
+        warning_line = [-1, -1]
+        seen = self._seen if every else {}
+        secret_end = -1
+        for position, pattern_id in hits:
+            if secrets is not None and pattern_id in secret_ids:
+                line_start = rfind(b"\n", begin, position) + 1 or begin
+                if secret_end <= line_start:
+                    line_end = find(b"\n", position, stop)
+                    secret_end = stop if line_end < 0 else line_end + 1
+                    secrets.append((line_start, secret_end))
+            if warning_line[0] <= position < warning_line[1]:
+                continue
+            line_start = rfind(b"\n", begin, position) + 1 or begin
+            if find(b" WARNING ", line_start, min(line_start + 120, position)) >= 0:
+                # Logged at WARNING level (vLLM's prefix): the engine went on (a recovered
+                # traceback, a deprecation); never the cause, and long logs are full of them.
+                line_end = find(b"\n", position, stop)
+                warning_line[:] = [line_start, stop if line_end < 0 else line_end + 1]
+                continue
+            if pattern_id < error_ids:
+                kept.append((position, pattern_id < block_ids))
+                continue
+            count = seen.get(pattern_id, 0)
+            if count < CONTEXT_HITS:
+                seen[pattern_id] = count + 1
+                kept.append((position, False))
+        ranges: list[tuple[int, int]] = []
+        if self._owed:
+            line_end = begin
+            while self._owed and line_end < stop:
                 next_end = find(b"\n", line_end, stop)
                 line_end = stop if next_end < 0 else next_end + 1
-        if ranges and line_start <= ranges[-1][1]:
-            if line_end > ranges[-1][1]:
-                ranges[-1] = (ranges[-1][0], line_end)
-        else:
-            ranges.append((line_start, line_end))
-        covered_end = max(covered_end, line_end)
-    return ranges
+                self._owed -= 1
+            ranges.append((begin, line_end))
+        covered_end = ranges[-1][1] if ranges else -1
+        error_line_end = -1  # end of the line of the last error anchor: its window is done
+        for end, is_error in kept:
+            if end <= covered_end and (not is_error or end <= error_line_end):
+                continue
+            line_start = rfind(b"\n", begin, end) + 1 or begin
+            line_end = find(b"\n", end, stop)
+            line_end = stop if line_end < 0 else line_end + 1
+            if is_error:
+                error_line_end = line_end
+                owed = FOLLOWING_LINES
+                while owed and line_end < stop:
+                    next_end = find(b"\n", line_end, stop)
+                    line_end = stop if next_end < 0 else next_end + 1
+                    owed -= 1
+                self._owed = owed
+            if ranges and line_start <= ranges[-1][1]:
+                if line_end > ranges[-1][1]:
+                    ranges[-1] = (ranges[-1][0], line_end)
+            else:
+                ranges.append((line_start, line_end))
+            covered_end = max(covered_end, line_end)
+        if ranges and ranges[-1][1] < stop:
+            self._owed = 0  # the window closed inside this page
+        return ranges
+
+
+def windows(block: bytes, begin: int = 0, stop: int | None = None,
+            secrets: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """The ranges worth parsing in one block read as the first page of a log."""
+    return PageScan().windows(block, begin, stop, secrets)
+
+
+@lru_cache(maxsize=1)
+def _anchors() -> list[str]:
+    blocks = sorted(set(BLOCK_ANCHORS))
+    lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
+    context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
+    return blocks + lines + context
+
+
+@lru_cache(maxsize=1)
+def _anchor_ids() -> tuple[int, int, frozenset[int]]:
+    """(ids below this are block anchors, ids below this are error anchors, secret ids)."""
+    ordered = _anchors()
+    blocks = len(set(BLOCK_ANCHORS))
+    errors = blocks + len((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(BLOCK_ANCHORS))
+    return blocks, errors, frozenset(i for i, a in enumerate(ordered) if a in SECRET_ANCHORS)
+
+
+def _hyperscan_hits(block: bytes, begin: int, stop: int, every: bool) -> list[tuple[int, int]]:
+    every_db, first_db, _, _, _ = _databases()
+    database = every_db if every else first_db
+    hits: list[tuple[int, int]] = []
+    append = hits.append
+
+    def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
+        append((begin + end, pattern_id))
+
+    database.scan(memoryview(block)[begin:stop], match_event_handler=on_match, scratch=_scratch(database))
+    hits.sort()
+    return hits
+
+
+@lru_cache(maxsize=1)
+def _hit_automaton() -> ahocorasick.Automaton:
+    automaton = ahocorasick.Automaton()
+    by_text: dict[str, list[int]] = {}
+    for index, literal in enumerate(_anchors()):
+        by_text.setdefault(literal.encode().decode("latin-1"), []).append(index)
+    for text, ids in by_text.items():
+        automaton.add_word(text, tuple(ids))
+    automaton.make_automaton()
+    return automaton
+
+
+def _automaton_hits(block: bytes, begin: int, stop: int, every: bool) -> list[tuple[int, int]]:
+    """The hits hyperscan reports, found without it: bytes read as latin-1 keep offsets."""
+    _, error_ids, _ = _anchor_ids()
+    text = block[begin:stop].decode("latin-1")
+    hits: list[tuple[int, int]] = []
+    reported: set[int] = set()
+    for last, ids in _hit_automaton().iter(text):
+        for pattern_id in ids:
+            if not every and pattern_id >= error_ids:
+                if pattern_id in reported:
+                    continue  # a context anchor is reported once a page (HS_FLAG_SINGLEMATCH)
+                reported.add(pattern_id)
+            hits.append((begin + last + 1, pattern_id))
+    hits.sort()
+    return hits

@@ -1,15 +1,17 @@
-"""Turn a raw log line into (process, level, timestamp, body): strip ANSI colours,
-progress-bar carriage returns, docker/timestamp/process/level prefixes, layer by layer.
-Demultiplexing by `process` lets two processes print tracebacks at the same time."""
+"""Turn a raw log line into (process, level, timestamp, body): first the capture layer
+(kb.core.capture: ANSI, carriage returns, container/journald/launcher prefixes), then the
+engine loggers' prefixes, layer by layer. Demultiplexing by `key` (capture stream and
+process) lets two processes print tracebacks at the same time."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from kb.core.capture import Profile, clean, peel
 from kb.core.patterns import PREFIXES
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+__all__ = ["LogLine", "clean", "parse_line", "known_engine_prefix"]
 _MAX_LAYERS = 6
 
 
@@ -23,29 +25,32 @@ class LogLine:
     source: str | None = None  # "core.py:1029" of vLLM's logger
     header: bool = False  # a log-record header was stripped from this line
     engine: str | None = None  # the engine whose log format the prefix is
+    stream: str | None = None  # the capture's label (srun task, MPI rank, container, host)
+    host: str | None = None
 
     @property
-    def record(self) -> tuple[str | None, str | None, str | None]:
-        """Lines of one multi-line log record share this (process, level, source)."""
-        return (self.process, self.level, self.source)
+    def record(self) -> tuple[str | None, str | None, str | None, str | None]:
+        """Lines of one multi-line log record share this (stream, process, level, source)."""
+        return (self.stream, self.process, self.level, self.source)
+
+    @property
+    def key(self) -> tuple[str | None, str | None]:
+        """The stream a line belongs to: interleaved processes never mix their lines."""
+        return (self.stream, self.process)
 
 
-def clean(raw: str) -> str:
-    """Drop ANSI codes and keep what a terminal would show after carriage returns."""
-    if "\x1b" in raw:
-        raw = _ANSI.sub("", raw)
-    if "\r" in raw:
-        raw = raw.rstrip("\r")
-        if "\r" in raw:
-            parts = [p for p in raw.split("\r") if p.strip()]
-            raw = parts[-1] if parts else ""
-    return raw
+def known_engine_prefix(text: str) -> bool:
+    """Does an engine logger's record header start `text`?"""
+    for prefix in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANY_START):
+        if prefix.header and prefix.pattern.match(text):
+            return True
+    return False
 
 
-def parse_line(number: int, raw: str) -> LogLine:
-    text = clean(raw)
-    line = LogLine(number=number, body=text)
-    container = None
+def parse_line(number: int, raw: str, profile: Profile | None = None) -> LogLine:
+    captured = peel(raw, profile)
+    text = captured.text
+    line = LogLine(number=number, body=text, stream=captured.stream, host=captured.host)
     for _ in range(_MAX_LAYERS):
         stripped = False
         for prefix in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANY_START):
@@ -55,8 +60,6 @@ def parse_line(number: int, raw: str) -> LogLine:
             groups = match.groupdict()
             if groups.get("proc") and line.process is None:
                 line.process = groups["proc"].strip()
-            if groups.get("container"):
-                container = groups["container"]
             level = groups.get("level") or groups.get("level2")
             if level:
                 line.level = _LEVELS.get(level, level)
@@ -72,8 +75,8 @@ def parse_line(number: int, raw: str) -> LogLine:
         if not stripped:
             break
     line.body = text.rstrip()
-    if line.process is None and container is not None:
-        line.process = container  # docker compose service: the stream when no inner label
+    if line.timestamp is None:
+        line.timestamp = captured.timestamp
     return line
 
 

@@ -38,10 +38,13 @@ class Found:
     header: str | None = None  # log text printed right before the traceback
     in_traceback: bool = False
     inferred: bool = False  # exception type inferred from a `raise` line on a truncated log
+    key: tuple | None = None  # the stream (capture label, process) it was found in
+    mention: bool = False  # named inside a log line rather than printed as an exception line
 
 
 @dataclass(slots=True)
 class _Stream:
+    key: tuple | None = None
     frames: list[Frame] | None = None  # not None while a traceback is open
     tb_line: LogLine | None = None
     tb_header: str | None = None
@@ -58,10 +61,10 @@ class _Stream:
 class Extractor:
     found: list[Found] = field(default_factory=list)
     streams: dict[str | None, _Stream] = field(default_factory=dict)
-    last_info: dict[str | None, int] = field(default_factory=dict)  # process -> line of its last INFO record
+    last_info: dict[tuple, int] = field(default_factory=dict)  # stream key -> line of its last INFO record
     # a traceback printed inside one log record ("[.. TP3] Scheduler hit an exception: Traceback ...")
     # continues on lines without any prefix: they belong to that record's process
-    embedded: str | None = None
+    embedded: tuple | None = None
     faulthandler: Found | None = None
 
     # ----------------------------------------------------------------------------------
@@ -70,7 +73,8 @@ class Extractor:
         if _ESCAPED_NEWLINE in body and ('File \\"' in body or "Traceback" in body):
             # A traceback embedded in a JSON string (TGI's launcher): unescape and replay.
             for i, part in enumerate(body.replace('\\"', '"').split(_ESCAPED_NEWLINE)):
-                self._feed(LogLine(line.number, part, line.process, line.level, line.timestamp, line.source, line.header and i == 0))
+                self._feed(LogLine(line.number, part, line.process, line.level, line.timestamp, line.source,
+                                   line.header and i == 0, line.engine, line.stream, line.host))
             return
         self._feed(line)
 
@@ -85,14 +89,15 @@ class Extractor:
     # ----------------------------------------------------------------------------------
     def _feed(self, line: LogLine) -> None:
         if line.level in ("INFO", "DEBUG"):
-            self.last_info[line.process] = line.number
-        if line.process is None and not line.header and self.embedded is not None:
-            line.process = self.embedded
+            self.last_info[line.key] = line.number
+        if (line.process is None and not line.header and self.embedded is not None
+                and line.stream == self.embedded[0]):
+            line.process = self.embedded[1]
         if self._faulthandler_line(line):
             return
-        stream = self.streams.get(line.process)
+        stream = self.streams.get(line.key)
         if stream is None:
-            stream = self.streams[line.process] = _Stream()
+            stream = self.streams[line.key] = _Stream(key=line.key)
         contiguous = line.number - stream.last_number <= 1
         stream.last_number = line.number
         body = line.body
@@ -115,7 +120,7 @@ class Extractor:
             stream.tb_line = line
             stream.tb_header = header
             if header and line.header and line.process is not None:
-                self.embedded = line.process
+                self.embedded = line.key
             return
         if not stripped:
             self._end_continuation(stream)
@@ -147,7 +152,7 @@ class Extractor:
         if not stripped or P.CARET.match(body):
             return True
         if "Traceback (most recent call last):" in body:
-            self._close_truncated(line.process, stream)
+            self._close_truncated(line.key, stream)
             return False
         exc = P.EXCEPTION_LINE.match(stripped)
         if exc and not body.startswith((" ", "\t")) and _looks_like_exception(exc["exc"], in_traceback=True):
@@ -168,14 +173,14 @@ class Extractor:
             self._close(line, stream, exc["exc"], exc["msg"] or "")
             return True
         # Something else interrupted the traceback (another record): keep what we have.
-        self._close_truncated(line.process, stream)
+        self._close_truncated(line.key, stream)
         return False
 
     def _close(self, line: LogLine, stream: _Stream, exception: str, message: str) -> None:
-        if self.embedded == line.process:
+        if self.embedded == line.key:
             self.embedded = None
         frames = stream.frames or []
-        message, process = _split_embedded_process(message, line.process)
+        message, process = _split_embedded_process(message, _label(line))
         event = ErrorEvent(exception=exception, message=message, process=process, frames=list(frames),
                            line_number=line.number, kind="python")
         found = Found(event, line.level or (stream.tb_line.level if stream.tb_line else None),
@@ -203,7 +208,7 @@ class Extractor:
         raise_match = P.RAISE_CALL.match(code)
         if raise_match:
             exception, message, inferred = raise_match["exc"], (raise_match["msg"] or "").strip(), True
-        event = ErrorEvent(exception=exception, message=message, process=key, frames=list(frames),
+        event = ErrorEvent(exception=exception, message=message, process=_key_label(key), frames=list(frames),
                            line_number=tb_line.number if tb_line else None, truncated=True, kind="python")
         found = Found(event, tb_line.level if tb_line else None, tb_line.timestamp if tb_line else None,
                       None, header=stream.tb_header, in_traceback=True, inferred=inferred)
@@ -220,7 +225,10 @@ class Extractor:
     def _continuation(self, line: LogLine, stream: _Stream, stripped: str, contiguous: bool) -> bool:
         found = stream.continuation_of
         assert found is not None
-        same_record = line.record == found.record if found.record else not line.header
+        # vLLM repeats its header (with the same source) on every line of a record; a
+        # header without a source starts a new record.
+        same_record = (line.record == found.record and (line.source is not None or not line.header)
+                       if found.record else not line.header)
         if (not contiguous or not same_record or stream.continuation_lines >= _MAX_CONTINUATION
                 or _starts_structure(stripped)):
             self._end_continuation(stream)
@@ -265,7 +273,7 @@ class Extractor:
         terminate = _TERMINATE.search(stripped)
         if terminate:
             if stream.cpp is None or stream.cpp.event.message:
-                event = ErrorEvent(exception=terminate["type"], message="", process=line.process,
+                event = ErrorEvent(exception=terminate["type"], message="", process=_label(line),
                                    line_number=line.number, kind="cpp")
                 stream.cpp = Found(event, line.level, line.timestamp, line.record)
                 self._add(stream, stream.cpp)
@@ -291,14 +299,18 @@ class Extractor:
         # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule
         is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=False) and (
             exc["msg"] is not None or stripped.endswith(("Error", "Exception")))
+        if not is_exception and ("('" in stripped or '("' in stripped) and self._mention(line, stream, stripped, True):
+            return  # `raised torch.OutOfMemoryError('CUDA out of memory ...')`: the repr bounds the message
         if not is_exception:
             for rule in _ERROR_RULES.candidates(stripped):
                 match = rule.pattern.search(stripped)
                 if match:
                     self._from_rule(line, stream, rule, match)
                     return
+            if self._mention(line, stream, stripped):
+                return
         else:
-            message, process = _split_embedded_process(exc["msg"] or "", line.process)
+            message, process = _split_embedded_process(exc["msg"] or "", _label(line))
             event = ErrorEvent(exception=exc["exc"], message=message, process=process,
                                line_number=line.number, kind="python")
             found = Found(event, line.level, line.timestamp, line.record)
@@ -309,16 +321,20 @@ class Extractor:
             return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
-            event = ErrorEvent(exception="ERROR", message=stripped, process=line.process,
+            event = ErrorEvent(exception="logged error", message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
 
     def _from_rule(self, line: LogLine, stream: _Stream, rule: P.Rule, match: re.Match[str]) -> None:
-        exception = rule.exception or "ERROR"
+        groups = match.groupdict()
+        exception = groups.get("exc") or rule.exception or "logged error"
+        role = rule.role or "root"
         if exception == "signal":
-            exception = _SIGNALS.get(int(match["signal"]), f"signal {match['signal']}")
-        event = ErrorEvent(exception=exception, message=match["msg"].strip(), process=line.process,
-                           line_number=line.number, kind=rule.kind or "log_error", role=rule.role or "root",
+            number = next(int(v) for k, v in groups.items() if k.startswith("signal") and v)
+            # a launcher reporting how its child ended: the child's own output says why
+            exception = _SIGNALS.get(number, f"signal {number}")
+        event = ErrorEvent(exception=exception, message=match["msg"].strip(), process=_label(line),
+                           line_number=line.number, kind=rule.kind or "log_error", role=role,
                            reason=rule.why)
         found = Found(event, line.level, line.timestamp, line.record)
         self._add(stream, found)
@@ -326,8 +342,29 @@ class Extractor:
             stream.continuation_of = found
             stream.continuation_lines = 0
 
+    def _mention(self, line: LogLine, stream: _Stream, stripped: str, repr_only: bool = False) -> bool:
+        """An exception named inside a log line, after any prefix: `[x.py:492] ValueError:
+        msg`, `... failed with ImportError('msg')`, `/p/x.py:12: UserWarning: msg`."""
+        match = P.EXCEPTION_MENTION.search(stripped)
+        if match is None or (repr_only and match["repr"] is None):
+            return False
+        repr_text = match["repr"]
+        message = repr_text if repr_text is not None else (match["msg"] or "")
+        message = P.TRAILING_SOURCE.sub("", message).strip()
+        event = ErrorEvent(exception=match["exc"], message=message, process=_label(line),
+                           line_number=line.number, kind="python",
+                           reason="an exception named inside a log line")
+        found = Found(event, line.level, line.timestamp, line.record, mention=True)
+        self._add(stream, found)
+        if repr_text is None:
+            stream.continuation_of = found
+            stream.continuation_lines = 0
+        return True
+
     def _add(self, stream: _Stream, found: Found) -> None:
         stream.last_found = found
+        if found.key is None:
+            found.key = stream.key
         self.found.append(found)
 
     def _faulthandler_line(self, line: LogLine) -> bool:
@@ -355,7 +392,8 @@ class Extractor:
 
 
 _ERROR_RULES = scan.RuleIndex(P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
-_SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT"}
+_SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT", 4: "SIGILL",
+            8: "SIGFPE"}
 
 
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
@@ -395,6 +433,38 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
         event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
         event.exception = "ValueError" if match.group(1) == "Value" else "AssertionError"
         event.message = match.group(2).strip()
+
+
+def quoted_error(text: str) -> ErrorEvent | None:
+    """The error named inside a wrapper's message: an error-line rule or an exception
+    mention, searched after the wrapper's own words."""
+    for start in (m.end() for m in _QUOTE.finditer(text)):
+        inner = text[start:].rstrip("'\")")
+        for rule in _ERROR_RULES.candidates(inner):
+            match = rule.pattern.search(inner)
+            if match and rule.role == "root":
+                return ErrorEvent(exception=match.groupdict().get("exc") or rule.exception or "logged error",
+                                  message=match["msg"].strip().rstrip("'\""), kind=rule.kind or "log_error")
+        mention = P.EXCEPTION_MENTION.search(inner)
+        if mention is not None:
+            message = mention["repr"] if mention["repr"] is not None else (mention["msg"] or "")
+            return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python")
+    return None
+
+
+_QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error)\s*[:=]?\s*['\"(]?", re.I)
+
+
+def _label(line: LogLine) -> str | None:
+    """The process an error is reported for: the engine's label, else the capture's."""
+    return line.process or line.stream
+
+
+def _key_label(key: tuple | None) -> str | None:
+    if not key:
+        return None
+    stream, process = key
+    return process or stream
 
 
 def _split_embedded_process(message: str, process: str | None) -> tuple[str, str | None]:

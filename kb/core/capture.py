@@ -1,0 +1,294 @@
+"""The capture layer: undo what the way a log was collected did to its lines, before any
+rule sees them.
+
+Deployments hand logs over through container runtimes (compose `svc-1  | `, docker's
+json-file driver, CRI files, `kubectl logs --timestamps`), journald and syslog, schedulers
+and launchers (`srun --label`, `mpirun --tag-output`, pdsh `host: `), or a copy from a
+terminal that hard-wraps long lines. Each adds its own prefix, in any order and stacked.
+
+Two mechanisms, both learned from the head of the log (so the answer never depends on
+how the input was split into chunks):
+
+* `Profile.learn` looks at the first lines as a whole. It finds the wrap width of a
+  terminal copy (many lines of exactly the longest length, none longer) and the
+  *repeated heads*: a head shape (digits and letter runs generalized) that starts most
+  lines and that no engine logger prints. A shape nobody listed (a new launcher's
+  `node7/3> `) is peeled because it repeats, not because it is known.
+* `peel` removes, layer by layer, the generic capture atoms (RFC 3339 timestamps, syslog
+  headers, `host prog[pid]:`, CRI stream tags, compose gutters, MPI tags) and the
+  learned heads. A bare timestamp followed by a level word is the engine logger's own
+  (TGI) and is left for the engine prefixes.
+
+The peeled fields (host, stream label, capture timestamp) are kept: the stream label
+demultiplexes interleaved tasks, the others are context.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from kb.core.lazyre import lazy
+
+HEAD_LINES = 400  # lines of the head the profile is learned from
+_MAX_LAYERS = 6
+_REPEATED = 0.6  # share of the head's non-empty lines a learned head must start
+_MIN_WRAP_WIDTH, _MAX_WRAP_WIDTH = 60, 400
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+# A progress bar the next output was glued to (no newline after tqdm's last refresh):
+# " 50%|█████     | 4/8 [02:10<02:22, 35.73s/it]Killed"
+_GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
+_LEVEL_WORD = lazy(r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|NOTICE)\b")
+_RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_HOST = r"[A-Za-z0-9][\w.-]{0,62}"
+_PROGRAM = r"[\w./@-]{1,64}(?:\[\d+\])?"
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One capture prefix. Named groups: ts, host, stream (a demultiplexing label)."""
+
+    name: str
+    pattern: object
+    sample: str
+    why: str
+    starts: str = ""  # characters a line can start with for the atom to apply ("" = any)
+
+
+def _r(pattern: str) -> object:
+    return lazy(pattern)
+
+
+ATOMS: tuple[Atom, ...] = (
+    Atom("cri", _r(rf"^(?P<ts>{_RFC3339}) (?:stdout|stderr) [FP] "),
+         "2024-05-01T12:00:00.123456789Z stderr F Traceback (most recent call last):",
+         "containerd / CRI-O log files: time, stream, full/partial tag", starts="0123456789"),
+    Atom("syslog-5424", _r(rf"^<\d{{1,3}}>1 (?P<ts>{_RFC3339}|-) (?P<host>\S+) (?P<app>\S+) (?P<procid>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"),
+         "<14>1 2024-05-01T12:00:00.123456Z gpu-node-3 vllm 12345 - - ERROR boom",
+         "RFC 5424 syslog: PRI, version, time, host, app, procid, msgid, structured data", starts="<"),
+    Atom("syslog-3164", _r(rf"^(?:<\d{{1,3}}>)?(?P<ts>{_MONTH} [ \d]\d \d\d:\d\d:\d\d) (?P<host>{_HOST}) {_PROGRAM}: "),
+         "May 01 12:00:00 gpu-node-3 vllm[12345]: ERROR boom",
+         "journalctl's short output and RFC 3164 syslog: time, host, program[pid]", starts="<ADFJMNOS"),
+    Atom("rfc3339", _r(rf"^(?P<ts>{_RFC3339})\s"),
+         "2024-05-01T12:00:00.123456789Z Traceback (most recent call last):",
+         "kubectl logs --timestamps and log shippers put an RFC 3339 time first", starts="0123456789"),
+    Atom("bracket-time", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]\s+(?=\S)(?!\[)"),
+         "[2026-01-26T17:25:37Z] (EngineCore_DP0 pid=738) ERROR x",
+         "log shippers that prepend an ISO timestamp in brackets", starts="["),
+    Atom("compose", _r(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"),
+         "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
+         "docker compose prefixes each line with the service name and replica"),
+    Atom("compose-gutter", _r(r"^\s*\|\s?(?=\S)"),
+         "  | (EngineCore_DP0 pid=6804) ValueError: x",
+         "docker compose / k8s viewers that leave a bare '| ' gutter", starts=" |"),
+    Atom("mpi-tag", _r(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
+         "[1,3]<stderr>:Traceback (most recent call last):",
+         "Open MPI's --tag-output: [jobid,rank]<stream>:", starts="["),
+)
+
+_BY_FIRST: dict[str, tuple[Atom, ...]] = {}
+_ANY_START = tuple(a for a in ATOMS if not a.starts)
+for _char in {c for a in ATOMS for c in a.starts}:
+    _BY_FIRST[_char] = tuple(a for a in ATOMS if not a.starts or _char in a.starts)
+
+
+@dataclass(slots=True)
+class Peeled:
+    text: str
+    stream: str | None = None
+    host: str | None = None
+    timestamp: str | None = None
+    layers: tuple[str, ...] = ()
+
+
+@dataclass
+class Profile:
+    """What the head of a log says about its capture: the wrap width of a terminal copy
+    and the learned repeated heads (compiled patterns). Empty for an ordinary log."""
+
+    wrap_width: int | None = None
+    heads: list[object] = field(default_factory=list)
+    head_names: list[str] = field(default_factory=list)
+
+    @classmethod
+    def learn(cls, lines: list[str]) -> Profile:
+        profile = cls()
+        profile.wrap_width = _wrap_width(lines)
+        if profile.wrap_width:
+            lines = list(rejoin(lines, profile.wrap_width))
+        profile._learn_heads(lines)
+        return profile
+
+    def describe(self) -> list[str]:
+        out = [f"hard-wrapped at {self.wrap_width} columns"] if self.wrap_width else []
+        return out + [f"repeated head {name}" for name in self.head_names]
+
+    def _learn_heads(self, lines: list[str]) -> None:
+        """A head shape is learned when it starts most non-empty lines after the known
+        atoms are peeled, and is not an engine logger's prefix (which the engine
+        prefixes read, fields and all)."""
+        from kb.core.split import known_engine_prefix  # the engine prefix table
+
+        for _ in range(2):  # two unknown layers at most (`host: 3: ...`)
+            bodies = [peel(line, self).text for line in lines]
+            bodies = [b for b in bodies if b.strip()]
+            if len(bodies) < 1:
+                return
+            shapes = Counter(shape for body in bodies if (shape := _head_shape(body)) is not None)
+            if not shapes:
+                return
+            shape, count = shapes.most_common(1)[0]
+            if count < max(1, _REPEATED * len(bodies)):
+                return
+            pattern = lazy("^" + shape)
+            if sum(1 for b in bodies if known_engine_prefix(b)) >= count:
+                return  # the engine's own prefix: leave it to the engine prefixes
+            self.heads.append(pattern)
+            self.head_names.append(shape)
+
+
+# A head: a short run without spaces (or with one, for `host 3:`) ending in a separator
+# that launchers put after their label: ': ', '| ', '> ', ']: '.
+_HEAD = re.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?)(: |\| |> |:(?=\[)|\]: )")
+
+
+def _head_shape(body: str) -> str | None:
+    match = _HEAD.match(body)
+    if match is None:
+        return None
+    label, sep = match.group(1), match.group(2)
+    if label.isalpha() and label[:1].isupper() and sep == ": ":
+        return None  # `ValueError: ...`, `Traceback: ...`: a message, not a label
+    if "Error" in label or "Exception" in label or "Warning" in label:
+        return None
+    shape = re.sub(r"\d+", r"\\d+", re.sub(r"[A-Za-z]+", "[A-Za-z]+", re.escape(label)))
+    return f"(?P<stream>{shape}){re.escape(sep)}"
+
+
+def _wrap_width(lines: list[str]) -> int | None:
+    """A terminal copy cuts every longer line at the same width W: several different lines
+    of exactly W characters (not padding, not table borders), none longer, and after
+    some of them a shorter line, the rest of the cut one."""
+    texts = [line.rstrip("\r") for line in lines]
+    lengths = [len(text) for text in texts]
+    if len(lengths) < 3:
+        return None
+    width = max(lengths)
+    if not _MIN_WRAP_WIDTH <= width <= _MAX_WRAP_WIDTH:
+        return None
+    cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)]
+    tails = sum(1 for i in cut if i + 1 < len(texts) and 0 < lengths[i + 1] < width)
+    distinct = len({texts[i] for i in cut})
+    if len(cut) >= 2 and distinct >= 2 and tails >= 1 and len(cut) >= 0.02 * len(lengths):
+        return width
+    return None
+
+
+_BORDERS = "|+-=─│┃║╗╝┐┘"
+
+
+def _cut_inside(text: str) -> bool:
+    """A line that surely ends where a wrap cut it: not padded or boxed to the width."""
+    last = text[-1:]
+    return bool(last) and not last.isspace() and last not in _BORDERS
+
+
+def continues(text: str, width: int) -> bool:
+    """In a copy wrapped at `width`, does this line go on on the next one? A cut may fall
+    on a space; a table border ends its own line."""
+    return len(text) == width and text[-1:] not in _BORDERS
+
+
+def rejoin(lines, width: int):
+    """Lines of exactly `width` characters continue on the next line: join them."""
+    pending = ""
+    for line in lines:
+        text = line.rstrip("\r")
+        if continues(text, width):
+            pending += text
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
+def clean(raw: str) -> str:
+    """Drop ANSI codes and keep what a terminal would show after carriage returns."""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    if "\r" in raw:
+        raw = raw.rstrip("\r")
+        if "\r" in raw:
+            parts = [p for p in raw.split("\r") if p.strip()]
+            raw = parts[-1] if parts else ""
+    if "/" in raw and "<" in raw:
+        glued = _GLUED_PROGRESS.match(raw)
+        if glued is not None:
+            raw = raw[glued.end():]
+    return raw
+
+
+def peel(raw: str, profile: Profile | None = None) -> Peeled:
+    """The line as the program printed it, and what the capture said about it."""
+    out = Peeled(clean(raw))
+    if out.text.startswith('{"'):
+        _docker_json(out)
+    heads = profile.heads if profile is not None else ()
+    for _ in range(_MAX_LAYERS):
+        text = out.text
+        atom_match = None
+        for atom in _BY_FIRST.get(text[:1], _ANY_START):
+            match = atom.pattern.match(text)
+            if match is not None and match.end() > 0:
+                if atom.name == "rfc3339" and _LEVEL_WORD.match(text, match.end()) and not _engine_header_follows(text[match.end():]):
+                    continue  # the engine logger's own timestamp and level (TGI)
+                atom_match = (atom.name, match)
+                break
+        if atom_match is None:
+            for index, head in enumerate(heads):
+                match = head.match(text)
+                if match is not None:
+                    atom_match = (f"head:{profile.head_names[index]}", match)
+                    break
+        if atom_match is None:
+            return out
+        name, match = atom_match
+        groups = match.groupdict()
+        if groups.get("ts") and out.timestamp is None and groups["ts"] != "-":
+            out.timestamp = groups["ts"]
+        if groups.get("host") and out.host is None:
+            out.host = groups["host"]
+        if groups.get("stream") and out.stream is None:
+            out.stream = groups["stream"]
+        out.layers += (name,)
+        out.text = text[match.end():]
+    return out
+
+
+def _engine_header_follows(rest: str) -> bool:
+    from kb.core.split import known_engine_prefix
+
+    return known_engine_prefix(rest)
+
+
+def _docker_json(out: Peeled) -> None:
+    """docker's json-file driver: {"log":"<line>\\n","stream":"stderr","time":"..."}."""
+    text = out.text
+    if not text.startswith('{"log":'):
+        return
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return
+    if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+        return
+    out.text = clean(record["log"].rstrip("\n"))
+    time = record.get("time")
+    if isinstance(time, str):
+        out.timestamp = time
+    out.layers += ("docker-json",)

@@ -1,0 +1,105 @@
+"""Invariances of the analysis: the same crash re-captured in another shape, cut into
+other chunks, or analysed without the hyperscan pre-filter gives the same answer."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from kb.core import scan
+from kb.core.analyze import Analyzer, analyze, inflate
+from kb.core.shapes import SHAPES, recapture
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = sorted(p for p in FIXTURES.iterdir() if p.name.endswith((".log", ".log.gz")))
+
+# Shapes the capture layer does not yet read like the plain log (measured, not hidden:
+# strict, so a case that starts to pass must leave this list). Ray's prefix on lines that
+# already carry one, a repr mention under a per-line timestamp, and messages continued
+# across a wrap are the open families.
+KNOWN_SHAPE_GAPS = {
+    "cri-importerror-repr-inside-warning-log-line.log",
+    "kubectl-timestamps-importerror-repr-inside-warning-log-line.log",
+    "srun-importerror-repr-inside-warning-log-line.log",
+    "ray-docker-compose-prefixed-vllm-log.log",
+    "ray-importerror-repr-inside-warning-log-line.log",
+    "ray-ollama-go-runtime-sigill-goroutine-dump.log",
+    "ray-vllm-two-workers-tracebacks-interleaved.log",
+}
+KNOWN_WRAP_GAPS = {
+    "80-multiline-exception-message-tab-indented-continuation.log",
+    "80-pydantic-modelconfig-value-error.log",
+    "80-pydantic-speculativeconfig-eagle3-unsupported-target.log",
+    "80-ray-worker-watchdog-abort-then-actor-died.log",
+    "120-multiline-exception-message-tab-indented-continuation.log",
+    "120-pydantic-modelconfig-value-error.log",
+    "120-pydantic-speculativeconfig-eagle3-unsupported-target.log",
+    "120-ray-worker-watchdog-abort-then-actor-died.log",
+}
+
+
+def _gap(known: set, key: str):
+    return pytest.mark.xfail(strict=True, reason="known capture gap") if key in known else ()
+
+
+def _answer(analysis):
+    root = analysis.root_cause
+    return (None if root is None else (root.exception, " ".join(root.message.split())), analysis.fingerprint.hash)
+
+
+def _analysis(data: bytes, *, use_hyperscan=None, chunks=None) -> dict:
+    analyzer = Analyzer(use_hyperscan=use_hyperscan)
+    for piece in chunks or [data]:
+        analyzer.feed(piece)
+    return analyzer.finish().to_dict()
+
+
+@pytest.mark.parametrize("path,shape", [
+    pytest.param(path, shape, id=f"{shape}-{path.name}", marks=_gap(KNOWN_SHAPE_GAPS, f"{shape}-{path.name}"))
+    for shape in SHAPES if not shape.startswith("wrap") for path in LOGS])
+def test_capture_shape_gives_the_plain_root_cause(path, shape):
+    plain = inflate(path.read_bytes())
+    assert _answer(analyze(recapture(plain, shape, seed=3)))[0] == _answer(analyze(plain))[0]
+
+
+@pytest.mark.parametrize("path,width", [
+    pytest.param(path, width, id=f"{width}-{path.name}", marks=_gap(KNOWN_WRAP_GAPS, f"{width}-{path.name}"))
+    for width in (80, 120) for path in LOGS])
+def test_hard_wrapped_terminal_copy_gives_the_plain_root_cause(path, width):
+    plain = inflate(path.read_bytes())
+    wrapped = analyze(recapture(plain, f"wrap-{width}"))
+    assert _answer(wrapped)[0] == _answer(analyze(plain))[0]
+
+
+@pytest.mark.skipif(scan.hyperscan is None, reason="hyperscan is not installed here: nothing to compare")
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_the_prefilter_only_saves_time(path):
+    data = path.read_bytes()
+    assert _analysis(data, use_hyperscan=True) == _analysis(data, use_hyperscan=False)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_any_chunking_gives_the_same_analysis(path):
+    data = path.read_bytes()
+    whole = _analysis(data)
+    rng = random.Random(path.name)
+    for _ in range(3):
+        cuts = sorted(rng.sample(range(1, len(data)), k=min(6, len(data) - 1)))
+        chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+        assert _analysis(data, chunks=chunks) == whole
+
+
+def test_pages_cut_nothing_in_a_log_larger_than_a_page():
+    """A traceback straddling the first page bound, in a log of several pages, is read
+    whole whichever way the bytes arrive."""
+    filler = b"INFO 05-01 12:00:00 [metrics.py:1] Avg prompt throughput: 1.0 tokens/s\n" * 900
+    crash = (b"ERROR 05-01 12:00:01 [core.py:9] Traceback (most recent call last):\n"
+             b"ERROR 05-01 12:00:01 [core.py:9]   File \"/x/vllm/v1/worker/gpu_worker.py\", line 5, in load_model\n"
+             b"ERROR 05-01 12:00:01 [core.py:9]     self.model = get_model()\n"
+             b"ERROR 05-01 12:00:01 [core.py:9] ValueError: weights not found\n")
+    data = filler + crash + filler * 20
+    whole = _analysis(data)
+    assert whole["root_cause"]["exception"] == "ValueError"
+    assert _analysis(data, chunks=[data[i:i + 4093] for i in range(0, len(data), 4093)]) == whole
+    if scan.hyperscan is not None:
+        assert _analysis(data, use_hyperscan=False) == whole
