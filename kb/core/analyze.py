@@ -42,7 +42,7 @@ class Analyzer:
         # With secret_lines, the lines that may hold a secret are collected from the
         # pre-filter's pass over the pages (see analyze_for_storage).
         self.secret_lines: list[tuple[int, int]] | None = [] if secret_lines else None
-        self.secret_lines_complete = True  # False once a cut line left bytes unscanned
+        self.secret_lines_complete = True  # False when secret_lines may miss one (cut or wrapped lines)
         self._pending = b""  # bytes of the current page not processed yet
         self._pending_offset = 0  # position of _pending[0] in the (inflated) log
         self._lines_before = 0  # lines fully consumed before the current page
@@ -175,6 +175,7 @@ class Analyzer:
             if newline >= 0:
                 return newline + 1
             if size - target > MAX_LINE * 4:
+                self.secret_lines_complete = False  # a secret may straddle the cut
                 return size
         if final:
             return size
@@ -186,9 +187,11 @@ class Analyzer:
         total_lines = self._lines_before + block.count(b"\n", begin, end) + (block[end - 1:end] != b"\n")
         assert self._profile is not None
         if self._profile.wrap_width:
-            # A terminal copy: anchors may be cut by the wrap, so every line is read.
+            # A terminal copy: anchors may be cut by the wrap, so every line is read (and
+            # the stored log is redacted whole: a secret may be cut by the wrap too).
             ranges: list[tuple[int, int]] = [(begin, end)]
             secrets = None
+            self.secret_lines_complete = False
         else:
             secrets = []
             ranges = self._scan.windows(block, begin, end, secrets)

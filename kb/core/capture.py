@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kb.core.lazyre import lazy
+from kb.core.patterns import Prefix, by_first_char, known_engine_prefix
 
 HEAD_LINES = 400  # lines of the head the profile is learned from
 _MAX_LAYERS = 6
@@ -48,52 +49,36 @@ _HOST = r"[A-Za-z0-9][\w.-]{0,62}"
 _PROGRAM = r"[\w./@-]{1,64}(?:\[\d+\])?"
 
 
-@dataclass(frozen=True)
-class Atom:
-    """One capture prefix. Named groups: ts, host, stream (a demultiplexing label)."""
-
-    name: str
-    pattern: object
-    sample: str
-    why: str
-    starts: str = ""  # characters a line can start with for the atom to apply ("" = any)
-
-
-def _r(pattern: str) -> object:
-    return lazy(pattern)
-
-
-ATOMS: tuple[Atom, ...] = (
-    Atom("cri", _r(rf"^(?P<ts>{_RFC3339}) (?:stdout|stderr) [FP] "),
+# Capture prefixes, in the engine prefixes' format (kb.core.patterns.Prefix). Named
+# groups: ts, host, stream (a demultiplexing label).
+ATOMS: tuple[Prefix, ...] = (
+    Prefix("cri", lazy(rf"^(?P<ts>{_RFC3339}) (?:stdout|stderr) [FP] "),
          "2024-05-01T12:00:00.123456789Z stderr F Traceback (most recent call last):",
          "containerd / CRI-O log files: time, stream, full/partial tag", starts="0123456789"),
-    Atom("syslog-5424", _r(rf"^<\d{{1,3}}>1 (?P<ts>{_RFC3339}|-) (?P<host>\S+) (?P<app>\S+) (?P<procid>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"),
+    Prefix("syslog-5424", lazy(rf"^<\d{{1,3}}>1 (?P<ts>{_RFC3339}|-) (?P<host>\S+) (?P<app>\S+) (?P<procid>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"),
          "<14>1 2024-05-01T12:00:00.123456Z gpu-node-3 vllm 12345 - - ERROR boom",
          "RFC 5424 syslog: PRI, version, time, host, app, procid, msgid, structured data", starts="<"),
-    Atom("syslog-3164", _r(rf"^(?:<\d{{1,3}}>)?(?P<ts>{_MONTH} [ \d]\d \d\d:\d\d:\d\d) (?P<host>{_HOST}) {_PROGRAM}: "),
+    Prefix("syslog-3164", lazy(rf"^(?:<\d{{1,3}}>)?(?P<ts>{_MONTH} [ \d]\d \d\d:\d\d:\d\d) (?P<host>{_HOST}) {_PROGRAM}: "),
          "May 01 12:00:00 gpu-node-3 vllm[12345]: ERROR boom",
          "journalctl's short output and RFC 3164 syslog: time, host, program[pid]", starts="<ADFJMNOS"),
-    Atom("rfc3339", _r(rf"^(?P<ts>{_RFC3339})\s"),
+    Prefix("rfc3339", lazy(rf"^(?P<ts>{_RFC3339})\s"),
          "2024-05-01T12:00:00.123456789Z Traceback (most recent call last):",
          "kubectl logs --timestamps and log shippers put an RFC 3339 time first", starts="0123456789"),
-    Atom("bracket-time", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]\s+(?=\S)(?!\[)"),
+    Prefix("bracket-time", lazy(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]\s+(?=\S)(?!\[)"),
          "[2026-01-26T17:25:37Z] (EngineCore_DP0 pid=738) ERROR x",
          "log shippers that prepend an ISO timestamp in brackets", starts="["),
-    Atom("compose", _r(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"),
+    Prefix("compose", lazy(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"),
          "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
          "docker compose prefixes each line with the service name and replica"),
-    Atom("compose-gutter", _r(r"^\s*\|\s?(?=\S)"),
+    Prefix("compose-gutter", lazy(r"^\s*\|\s?(?=\S)"),
          "  | (EngineCore_DP0 pid=6804) ValueError: x",
          "docker compose / k8s viewers that leave a bare '| ' gutter", starts=" |"),
-    Atom("mpi-tag", _r(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
+    Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
          "[1,3]<stderr>:Traceback (most recent call last):",
          "Open MPI's --tag-output: [jobid,rank]<stream>:", starts="["),
 )
 
-_BY_FIRST: dict[str, tuple[Atom, ...]] = {}
-_ANY_START = tuple(a for a in ATOMS if not a.starts)
-for _char in {c for a in ATOMS for c in a.starts}:
-    _BY_FIRST[_char] = tuple(a for a in ATOMS if not a.starts or _char in a.starts)
+_BY_FIRST, _ANY_START = by_first_char(ATOMS)
 
 
 @dataclass(slots=True)
@@ -131,12 +116,10 @@ class Profile:
         """A head shape is learned when it starts most non-empty lines after the known
         atoms are peeled, and is not an engine logger's prefix (which the engine
         prefixes read, fields and all)."""
-        from kb.core.split import known_engine_prefix  # the engine prefix table
-
         for _ in range(2):  # two unknown layers at most (`host: 3: ...`)
             bodies = [peel(line, self).text for line in lines]
             bodies = [b for b in bodies if b.strip()]
-            if len(bodies) < 1:
+            if not bodies:
                 return
             shapes = Counter(shape for body in bodies if (shape := _head_shape(body)) is not None)
             if not shapes:
@@ -245,7 +228,7 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         for atom in _BY_FIRST.get(text[:1], _ANY_START):
             match = atom.pattern.match(text)
             if match is not None and match.end() > 0:
-                if atom.name == "rfc3339" and _LEVEL_WORD.match(text, match.end()) and not _engine_header_follows(text[match.end():]):
+                if atom.name == "rfc3339" and _LEVEL_WORD.match(text, match.end()) and not known_engine_prefix(text[match.end():]):
                     continue  # the engine logger's own timestamp and level (TGI)
                 atom_match = (atom.name, match)
                 break
@@ -268,12 +251,6 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         out.layers += (name,)
         out.text = text[match.end():]
     return out
-
-
-def _engine_header_follows(rest: str) -> bool:
-    from kb.core.split import known_engine_prefix
-
-    return known_engine_prefix(rest)
 
 
 def _docker_json(out: Peeled) -> None:

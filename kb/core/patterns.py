@@ -98,6 +98,22 @@ PREFIXES: tuple[Prefix, ...] = (
 )
 
 
+def by_first_char(entries):
+    """(entries by the first character a line can start with, entries that start anywhere),
+    in table order: a line tries the few that can match instead of all of them."""
+    anywhere = tuple(e for e in entries if not e.starts)
+    return {char: tuple(e for e in entries if not e.starts or char in e.starts)
+            for char in {c for e in entries for c in e.starts}}, anywhere
+
+
+_PREFIXES_BY_FIRST, _PREFIXES_ANYWHERE = by_first_char(PREFIXES)
+
+
+def known_engine_prefix(text: str) -> bool:
+    """Does an engine logger's record header start `text`?"""
+    return any(p.header and p.pattern.match(text) for p in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANYWHERE))
+
+
 # --------------------------------------------------------------------------------------
 # Python traceback grammar
 # --------------------------------------------------------------------------------------

@@ -71,22 +71,14 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
     if best.tier == "symptom":
-        # a typed exception set aside only by its chain (not a known wrapper) still names a cause
-        typed = [g for g in ranked if g.first.event.kind == "python" and g.first.event.message.strip()
-                 and not scan.first_rule(P.SYMPTOMS, f"{g.first.event.exception}: {g.first.event.message}")]
-        if typed:
-            best = typed[0]
-    if best.tier == "symptom" and not typed:
-        quoted = next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
-        if quoted is None:
-            # Only wrappers: they point at an error the log does not hold. Naming one of
-            # them as the cause would group every crash behind the same wrapper.
-            wrapper = _as_event(best)
-            wrapper.role, wrapper.confidence = "symptom", 0.2
-            wrapper.reason = f"{best.reason}; only wrappers were found: the cause was not captured in this log"
-            return wrapper, sorted((_as_event(g) for g in groups if g is not best), key=lambda e: e.line_number or 0)
-        symptoms = sorted((_as_event(g) for g in groups), key=lambda e: e.line_number or 0)
-        return quoted, symptoms
+        # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
+        typed = next((g for g in ranked if g.first.event.kind == "python" and g.first.event.message.strip()
+                      and not scan.first_rule(P.SYMPTOMS, f"{g.first.event.exception}: {g.first.event.message}")),
+                     None)
+        if typed is not None:
+            best = typed
+        else:
+            return _only_wrappers(best, ranked)
     root = _as_event(best)
     root.role = "root"
     root.confidence = _CONFIDENCE[best.tier]
@@ -95,6 +87,20 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
     symptoms.sort(key=lambda e: e.line_number or 0)
     return root, symptoms
+
+
+def _only_wrappers(best: Group, ranked: list[Group]) -> tuple[ErrorEvent, list[ErrorEvent]]:
+    """Only wrappers were found. One that quotes its cause gives that cause; otherwise they
+    point at an error the log does not hold, and the best wrapper is returned as a symptom
+    (role "symptom", low confidence: the analysis says the cause was not captured)."""
+    by_line = (lambda e: e.line_number or 0)
+    quoted = next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+    if quoted is not None:
+        return quoted, sorted((_as_event(g) for g in ranked), key=by_line)
+    wrapper = _as_event(best)
+    wrapper.role, wrapper.confidence = "symptom", 0.2
+    wrapper.reason = f"{best.reason}; only wrappers were found: the cause was not captured in this log"
+    return wrapper, sorted((_as_event(g) for g in ranked if g is not best), key=by_line)
 
 
 def _quoted_cause(wrapper: Group) -> ErrorEvent | None:
@@ -205,14 +211,12 @@ def _group(found: list[Found]) -> list[Group]:
 
 
 def _without_copies(found: list[Found]) -> list[Found]:
-    """The same error is often printed twice: as a log line ("watchdog
-    thread terminated with exception: CUDA error: ...") and as the exception that carries
-    it (a C++ terminate's what(), a Python exception line). The typed exception says more;
-    the log line's copy is dropped."""
-    typed: list[str] = []
-    for item in found:
-        if item.event.kind in ("python", "cpp") and item.event.message and not item.mention:
-            typed.append(item.event.message)
+    """The same error is often printed twice: as a log line ("watchdog thread terminated
+    with exception: CUDA error: ...") and as the exception that carries it (a C++
+    terminate's what(), a Python exception line). The typed exception says more; the log
+    line's copy is dropped."""
+    typed = list(dict.fromkeys(item.event.message for item in found  # every rank repeats it
+                               if item.event.kind in ("python", "cpp") and item.event.message and not item.mention))
     if not typed:
         return found
     kept = []

@@ -82,7 +82,7 @@ def _compiled_databases():
     _, errors, _ = _anchor_ids()
     every = _build("every", literals, [0] * len(literals))
     first = _build("first", literals, [0] * errors + [hyperscan.HS_FLAG_SINGLEMATCH] * (len(literals) - errors))
-    return every, first, None, errors, None
+    return every, first
 
 
 def _secret_database():
@@ -303,12 +303,6 @@ class PageScan:
         return ranges
 
 
-def windows(block: bytes, begin: int = 0, stop: int | None = None,
-            secrets: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
-    """The ranges worth parsing in one block read as the first page of a log."""
-    return PageScan().windows(block, begin, stop, secrets)
-
-
 @lru_cache(maxsize=1)
 def _anchors() -> list[str]:
     blocks = sorted(set(BLOCK_ANCHORS))
@@ -327,7 +321,7 @@ def _anchor_ids() -> tuple[int, int, frozenset[int]]:
 
 
 def _hyperscan_hits(block: bytes, begin: int, stop: int, every: bool) -> list[tuple[int, int]]:
-    every_db, first_db, _, _, _ = _databases()
+    every_db, first_db = _databases()
     database = every_db if every else first_db
     hits: list[tuple[int, int]] = []
     append = hits.append

@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.core.capture import Profile, clean, peel
-from kb.core.patterns import PREFIXES
+from kb.core.capture import Profile, peel
+from kb.core.patterns import PREFIXES, by_first_char
 
-__all__ = ["LogLine", "clean", "parse_line", "known_engine_prefix"]
 _MAX_LAYERS = 6
 
 
@@ -37,14 +36,6 @@ class LogLine:
     def key(self) -> tuple[str | None, str | None]:
         """The stream a line belongs to: interleaved processes never mix their lines."""
         return (self.stream, self.process)
-
-
-def known_engine_prefix(text: str) -> bool:
-    """Does an engine logger's record header start `text`?"""
-    for prefix in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANY_START):
-        if prefix.header and prefix.pattern.match(text):
-            return True
-    return False
 
 
 def parse_line(number: int, raw: str, profile: Profile | None = None) -> LogLine:
@@ -82,10 +73,4 @@ def parse_line(number: int, raw: str, profile: Profile | None = None) -> LogLine
 
 _LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "WARN": "WARNING"}
 
-# The prefixes that can apply to a line, by its first character, in PREFIXES' order: a
-# line tries the few that can match instead of testing `starts` for all of them.
-_PREFIXES_ANY_START = tuple(p for p in PREFIXES if not p.starts)
-_PREFIXES_BY_FIRST = {
-    char: tuple(p for p in PREFIXES if not p.starts or char in p.starts)
-    for char in {c for p in PREFIXES for c in p.starts}
-}
+_PREFIXES_BY_FIRST, _PREFIXES_ANY_START = by_first_char(PREFIXES)

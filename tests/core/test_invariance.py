@@ -103,3 +103,20 @@ def test_pages_cut_nothing_in_a_log_larger_than_a_page():
     assert _analysis(data, chunks=[data[i:i + 4093] for i in range(0, len(data), 4093)]) == whole
     if scan.hyperscan is not None:
         assert _analysis(data, use_hyperscan=False) == whole
+
+
+def test_a_hard_wrapped_log_is_stored_with_its_secrets_masked():
+    """A wrapped copy is parsed line by line without the pre-filter's secret marks: the
+    stored log must still be redacted, as the plain log's is."""
+    from kb.core.analyze import analyze_for_storage
+
+    token = "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gI3k"
+    filler = "".join(f"INFO 05-01 12:00:{i:02d} [loader.py:1] Loading safetensors checkpoint shards: {i}% done "
+                     f"and a long tail of text to pass the wrap width {'x' * 40}\n" for i in range(20))
+    plain = (filler + f"INFO 05-01 12:01:00 [env.py:3] HF_TOKEN={token}\n"
+             "ERROR 05-01 12:01:01 [core.py:9] ValueError: weights not found\n").encode()
+    wrapped = recapture(plain, "wrap-80")
+    analysis, stored, _ = analyze_for_storage(wrapped)
+    assert analysis.capture == ["hard-wrapped at 80 columns"]
+    assert token.encode() not in stored
+    assert token.encode() not in analyze_for_storage(plain)[1]

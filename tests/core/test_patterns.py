@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from kb.core.capture import ATOMS
+
 from kb.core import patterns as P
 from kb.core.context import _ENGINE_LITERALS as CONTEXT_ENGINE_LITERALS
 from kb.core.context import _ENGINE_MARKERS as CONTEXT_ENGINE_MARKERS
@@ -23,7 +25,7 @@ def test_rule_matches_its_sample(rule):
     assert rule.why
 
 
-@pytest.mark.parametrize("prefix", P.PREFIXES, ids=lambda p: p.name)
+@pytest.mark.parametrize("prefix", P.PREFIXES + ATOMS, ids=lambda p: p.name)
 def test_prefix_matches_its_sample(prefix):
     match = prefix.pattern.match(prefix.sample)
     assert match and match.end() > 0
