@@ -9,7 +9,7 @@ def format_analysis(result: Analysis) -> str:
     out: list[str] = []
     root = result.root_cause
     if root is None:
-        out.append("No error found in this log.")
+        out.append("Not captured in this log." if result.verdict == "not_captured" else "No error found in this log.")
     else:
         title = f"{root.exception}: {root.message}" if root.message else (root.exception or "(exception line missing)")
         out.append(f"ROOT CAUSE  {title}")
@@ -27,6 +27,8 @@ def format_analysis(result: Analysis) -> str:
                 out.append(f"    {frame.path or frame.file}:{frame.line} in {frame.function}")
                 if frame.code:
                     out.append(f"        {frame.code}")
+    for note in result.notes:
+        out.append(f"  note      {note}")
     ctx = result.context
     out.append("")
     out.append("CONTEXT")

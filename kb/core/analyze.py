@@ -9,12 +9,12 @@ from __future__ import annotations
 import zlib
 
 from kb.core import scan
-from kb.core.capture import Profile, continues
+from kb.core.capture import Peeled, Profile, continues, peel
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.records import Analysis, Timing
 from kb.core.redact import redact, redact_lines
-from kb.core.rootcause import choose, not_captured
+from kb.core.rootcause import choose, not_captured, unstated_error
 from kb.core.split import parse_line
 from kb.core.tracebacks import Extractor, _key_label
 
@@ -50,6 +50,7 @@ class Analyzer:
         self._started = False
         self._profile: Profile | None = None
         self._wrapped = ""  # a hard-wrapped line waiting for its continuation
+        self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
         self._scan = scan.PageScan(use_hyperscan)  # None: hyperscan when installed
         self._extractor = Extractor()
         self._context = ContextCollector()
@@ -80,11 +81,17 @@ class Analyzer:
         if self._wrapped:
             self._line(self._lines_before, self._wrapped, True)
             self._wrapped = ""
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._line(self._lines_before, held, True)
         found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
             self._notes.append(not_captured([root, *symptoms]))
+        elif root is None and self._extractor.unstated is not None:
+            verdict = "not_captured"
+            self._notes.append(unstated_error(*self._extractor.unstated))
         all_frames = [frame for item in found for frame in item.event.frames]
         frames_text = " ".join(f.file for f in all_frames[-400:])
         context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
@@ -186,7 +193,7 @@ class Analyzer:
         last line of the log); block[begin] is at `offset` in the log."""
         total_lines = self._lines_before + block.count(b"\n", begin, end) + (block[end - 1:end] != b"\n")
         assert self._profile is not None
-        if self._profile.wrap_width:
+        if self._profile.wrap_width or self._profile.inner_wrap_width:
             # A terminal copy: anchors may be cut by the wrap, so every line is read (and
             # the stored log is redacted whole: a secret may be cut by the wrap too).
             ranges: list[tuple[int, int]] = [(begin, end)]
@@ -241,15 +248,23 @@ class Analyzer:
                 return
             end, number = line_start, number - 1
 
-    def _line(self, number: int, raw: bytes | str, may_hold_secret: bool) -> None:
-        text = raw if isinstance(raw, str) else raw[:MAX_LINE].decode("utf-8", "replace")
-        width = self._profile.wrap_width if self._profile else None
-        if width and not isinstance(raw, str):
-            if continues(text.rstrip("\r"), width):
-                self._wrapped += text.rstrip("\r")
-                return
-            if self._wrapped:
-                text, self._wrapped = self._wrapped + text, ""
+    def _line(self, number: int, raw: bytes | str | Peeled, may_hold_secret: bool) -> None:
+        """Parse one line (bytes as read; str or Peeled when rejoined from wrapped pieces)."""
+        peeled = raw if isinstance(raw, Peeled) else None
+        text = peeled.text if peeled else raw if isinstance(raw, str) else raw[:MAX_LINE].decode("utf-8", "replace")
+        profile = self._profile
+        if profile is not None and isinstance(raw, bytes):
+            if profile.wrap_width:
+                if continues(text.rstrip("\r"), profile.wrap_width):
+                    self._wrapped += text.rstrip("\r")
+                    return
+                if self._wrapped:
+                    text, self._wrapped = self._wrapped + text, ""
+            elif profile.inner_wrap_width:
+                peeled = self._inner_wrap(number, text, profile)
+                if peeled is None:
+                    return
+                text = peeled.text
         if len(text) > MAX_LINE:
             text = text[:MAX_LINE]
         if "\x00" in text:  # a NUL may have split a literal the pre-filter looks for
@@ -258,10 +273,31 @@ class Analyzer:
         if may_hold_secret:
             text, count = redact(text)
             self._redactions += count
-        line = parse_line(number, text, self._profile)
+        if peeled is not None:
+            peeled.text = text
+        line = parse_line(number, peeled if peeled is not None else text, self._profile)
         if len(self._extractor.found) < MAX_FOUND or line.level not in ("ERROR", "CRITICAL"):
             self._extractor.feed(line)
         self._context.feed(line)
+
+    def _inner_wrap(self, number: int, text: str, profile: Profile) -> Peeled | None:
+        """A capture that prefixed each piece of a wrapped line: a piece whose text (the
+        capture peeled) fills the width goes on in the next line of its stream. None
+        while the line is held for its continuation."""
+        peeled = peel(text, profile)
+        cut = continues(peeled.text.rstrip("\r"), profile.inner_wrap_width or 0)
+        held, self._held = self._held, None
+        if held is not None:
+            if peeled.stream == held.stream:
+                held.text += peeled.text
+                peeled = held
+            else:
+                self._line(number - 1, held, True)
+        if cut:
+            peeled.text = peeled.text.rstrip("\r")
+            self._held = peeled
+            return None
+        return peeled
 
 
 def analyze(data: bytes) -> Analysis:

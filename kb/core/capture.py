@@ -36,6 +36,7 @@ from kb.core.patterns import Prefix, by_first_char, known_engine_prefix
 HEAD_LINES = 400  # lines of the head the profile is learned from
 _MAX_LAYERS = 6
 _REPEATED = 0.6  # share of the head's non-empty lines a learned head must start
+_REPEATED_MIN = 3  # and at least this many: one line's `name: ` is no evidence of a label
 _MIN_WRAP_WIDTH, _MAX_WRAP_WIDTH = 60, 400
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
@@ -73,6 +74,10 @@ ATOMS: tuple[Prefix, ...] = (
     Prefix("compose-gutter", lazy(r"^\s*\|\s?(?=\S)"),
          "  | (EngineCore_DP0 pid=6804) ValueError: x",
          "docker compose / k8s viewers that leave a bare '| ' gutter", starts=" |"),
+    Prefix("srun-label", lazy(r"^ {0,4}(?P<stream>\d{1,5}): "),
+         "3: Traceback (most recent call last):",
+         "srun --label: the task id (padded to the width of the largest), even on a one-line excerpt",
+         starts=" 0123456789"),
     Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
          "[1,3]<stderr>:Traceback (most recent call last):",
          "Open MPI's --tag-output: [jobid,rank]<stream>:", starts="["),
@@ -96,20 +101,32 @@ class Profile:
     and the learned repeated heads (compiled patterns). Empty for an ordinary log."""
 
     wrap_width: int | None = None
+    # the program's own lines were wrapped before the capture prefixed each piece
+    # (rich inside a container, a wrapped paste re-captured): the width of the peeled text
+    inner_wrap_width: int | None = None
     heads: list[object] = field(default_factory=list)
     head_names: list[str] = field(default_factory=list)
 
     @classmethod
     def learn(cls, lines: list[str]) -> Profile:
         profile = cls()
-        profile.wrap_width = _wrap_width(lines)
-        if profile.wrap_width:
-            lines = list(rejoin(lines, profile.wrap_width))
         profile._learn_heads(lines)
+        bodies = [peel(line, profile) for line in lines]
+        if any(body.layers for body in bodies):
+            inner = _wrap_width([body.text for body in bodies])
+            if inner and _prefixed_continuations(bodies, inner):
+                profile.inner_wrap_width = inner
+                return profile
+        profile.wrap_width = _wrap_width(lines)
+        if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
+            profile.heads, profile.head_names = [], []
+            profile._learn_heads(list(rejoin(lines, profile.wrap_width)))
         return profile
 
     def describe(self) -> list[str]:
         out = [f"hard-wrapped at {self.wrap_width} columns"] if self.wrap_width else []
+        if self.inner_wrap_width:
+            out.append(f"hard-wrapped at {self.inner_wrap_width} columns inside the capture")
         return out + [f"repeated head {name}" for name in self.head_names]
 
     def _learn_heads(self, lines: list[str]) -> None:
@@ -125,7 +142,7 @@ class Profile:
             if not shapes:
                 return
             shape, count = shapes.most_common(1)[0]
-            if count < max(1, _REPEATED * len(bodies)):
+            if count < max(_REPEATED_MIN, _REPEATED * len(bodies)):
                 return
             pattern = lazy("^" + shape)
             if sum(1 for b in bodies if known_engine_prefix(b)) >= count:
@@ -152,6 +169,14 @@ def _head_shape(body: str) -> str | None:
     return f"(?P<stream>{shape}){re.escape(sep)}"
 
 
+def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
+    """Was the program's output wrapped before its capture prefixed each line? Then the
+    piece after a cut carries the same capture layers as the cut one."""
+    cut = [i for i, body in enumerate(bodies[:-1]) if continues(body.text, width)]
+    same = sum(1 for i in cut if bodies[i + 1].layers == bodies[i].layers and bodies[i].layers)
+    return bool(cut) and same * 2 > len(cut)
+
+
 def _wrap_width(lines: list[str]) -> int | None:
     """A terminal copy cuts every longer line at the same width W: several different lines
     of exactly W characters (not padding, not table borders), none longer, and after
@@ -175,9 +200,13 @@ _BORDERS = "|+-=─│┃║╗╝┐┘"
 
 
 def _cut_inside(text: str) -> bool:
-    """A line that surely ends where a wrap cut it: not padded or boxed to the width."""
+    """A line that surely ends where a wrap cut it: not padded or boxed to the width, nor
+    right-aligned to it (rich's `   local_server.py:108` source column)."""
     last = text[-1:]
-    return bool(last) and not last.isspace() and last not in _BORDERS
+    return bool(last) and not last.isspace() and last not in _BORDERS and not _RIGHT_ALIGNED.search(text)
+
+
+_RIGHT_ALIGNED = re.compile(r"\S {3,}\S+$")
 
 
 def continues(text: str, width: int) -> bool:

@@ -426,6 +426,9 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
          "For debugging consider passing CUDA_LAUNCH_BLOCKING=1", "PyTorch's CUDA error hint"),
     Rule("cuda-dsa", _r(r"^Compile with `TORCH_USE_CUDA_DSA`"),
          "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", "PyTorch's CUDA error hint"),
+    Rule("cuda-search-docs", _r(r"^Search for `\w+' in https?://\S+ for more information"),
+         "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
+         "PyTorch's CUDA error hint: it names the error the line above stated"),
     Rule("tgi-rank-field", _r(r"^\s*rank=\d+\s*$"), " rank=0", "TGI appends the shard's tracing field"),
 )
 

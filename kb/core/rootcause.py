@@ -135,6 +135,14 @@ def not_captured(symptoms: list[ErrorEvent]) -> str:
             "errors), and check the kernel log (`dmesg`) for an OOM kill.")
 
 
+def unstated_error(line_number: int, text: str) -> str:
+    """What to tell a person when the log shows an error happened but holds no statement
+    of it (the excerpt starts after the exception line or ends before it)."""
+    return (f"the cause was not captured in this log: line {line_number} shows an error was raised "
+            f"({text}) but the exception line itself is not in this excerpt. Include the lines "
+            "above and below it (the whole traceback, from its first line to the exception line).")
+
+
 def _score(group: Group) -> float:
     event = group.first.event
     score = _BASE[group.tier]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.core.capture import Profile, peel
+from kb.core.capture import Peeled, Profile, peel
 from kb.core.patterns import PREFIXES, by_first_char
 
 _MAX_LAYERS = 6
@@ -38,8 +38,8 @@ class LogLine:
         return (self.stream, self.process)
 
 
-def parse_line(number: int, raw: str, profile: Profile | None = None) -> LogLine:
-    captured = peel(raw, profile)
+def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -> LogLine:
+    captured = raw if isinstance(raw, Peeled) else peel(raw, profile)
     text = captured.text
     line = LogLine(number=number, body=text, stream=captured.stream, host=captured.host)
     for _ in range(_MAX_LAYERS):

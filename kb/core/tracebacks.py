@@ -66,6 +66,9 @@ class Extractor:
     # continues on lines without any prefix: they belong to that record's process
     embedded: tuple | None = None
     faulthandler: Found | None = None
+    # the first line that shows an error happened without stating it (a traceback header,
+    # a chain marker, a hint printed after an error): a log with only these is a capture gap
+    unstated: tuple[int, str] | None = None
 
     # ----------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
@@ -116,6 +119,7 @@ class Extractor:
             self._end_continuation(stream)
             if header:
                 self._plain_line(line, stream, header, header.strip())
+            self._evidence(line, "Traceback (most recent call last):")
             stream.frames = []
             stream.tb_line = line
             stream.tb_header = header
@@ -125,6 +129,8 @@ class Extractor:
         if not stripped:
             self._end_continuation(stream)
             return
+        if P.CHAIN_CAUSE in body or P.CHAIN_CONTEXT in body:
+            self._evidence(line, stripped)
         if P.CHAIN_CAUSE in body:
             stream.pending_chain = "cause"
             self._end_continuation(stream)
@@ -137,6 +143,10 @@ class Extractor:
             if self._continuation(line, stream, stripped, contiguous):
                 return
         self._plain_line(line, stream, body, stripped)
+
+    def _evidence(self, line: LogLine, text: str) -> None:
+        if self.unstated is None:
+            self.unstated = (line.number, text[:160])
 
     # -- inside a Python traceback ------------------------------------------------------
     def _traceback_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> bool:
@@ -234,7 +244,7 @@ class Extractor:
             self._end_continuation(stream)
             return False
         stream.continuation_lines += 1
-        if any(rule.pattern.search(stripped) for rule in P.MESSAGE_BOILERPLATE):
+        if _is_boilerplate(stripped):
             return True
         event = found.event
         event.message = f"{event.message}\n{line.body}" if event.message else line.body
@@ -294,6 +304,9 @@ class Extractor:
             stream.tb_line = line
             stream.tb_header = None
             return
+        if _is_boilerplate(stripped):
+            self._evidence(line, stripped)
+            return  # a hint printed after an error (names it, never states it)
         exc = P.EXCEPTION_LINE.match(stripped)
         # "ValueError: msg" or a bare "AssertionError" outside a traceback (one-line logs,
         # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule
@@ -404,6 +417,10 @@ def _looks_like_exception(name: str, in_traceback: bool) -> bool:
         return False
     # inside a traceback any CamelCase class name can close it (KeyboardInterrupt, Unsupported)
     return bool(re.fullmatch(r"[A-Z]\w*(?:\([\w.]+\))?", last)) and last not in {"INFO", "WARNING", "DEBUG"}
+
+
+def _is_boilerplate(stripped: str) -> bool:
+    return any(rule.pattern.search(stripped) for rule in P.MESSAGE_BOILERPLATE)
 
 
 _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")

@@ -1,0 +1,22 @@
+"""How the evaluator compares an answer with a label: lenient where labels abbreviate,
+never where the answer differs."""
+
+from kb.core.evaluate import message_matches
+
+LONG = "Following weights were not initialized from checkpoint: {'blocks.15.w_in.weight', 'blocks.18.proj.bias', 'blocks.3.norm.weight'}"
+
+
+def test_a_label_that_elides_the_end_of_a_long_message_matches_its_prefix():
+    assert message_matches(LONG, "Following weights were not initialized from checkpoint: {'blocks.15.w_in.weight', ...}")
+    assert message_matches(LONG, "Following weights were not initialized from checkpoint: {'blocks.15.w_in.weight', …}")
+
+
+def test_an_elided_label_still_needs_the_text_before_the_elision():
+    assert not message_matches(LONG, "Following weights were not loaded: {'blocks.15.w_in.weight', ...}")
+    assert not message_matches("Missing key: x", "Missing ...")  # too short a prefix to say anything
+
+
+def test_a_message_cut_short_matches_as_a_prefix_either_way():
+    assert message_matches(LONG[:60], LONG)
+    assert message_matches(LONG, LONG[:60])
+    assert not message_matches("CUDA out of memory", "CUDA error: an illegal memory access was encountered")
