@@ -5,6 +5,7 @@ included, goes through `kb.cli`."""
 
 from __future__ import annotations
 
+import gc
 import sys
 
 
@@ -15,6 +16,9 @@ def main() -> None:
         if len(rest) == 1 and (rest[0] == "-" or not rest[0].startswith("-")):
             from kb.commands.analysis import analyze_stream, open_log, render
 
+            # What the imports built lives until exit: the collector need not scan it
+            # again each time the analysis allocates (~15% of a 100 MB run).
+            gc.freeze()
             try:
                 stream = open_log(rest[0])
             except OSError:

@@ -18,10 +18,16 @@ CHUNK = 16 * 1024 * 1024
 
 
 def _cache_dir() -> Path | None:
+    """Where compiled pre-filter databases are kept. On Linux the XDG rule is read here
+    (what platformdirs answers, without its import on every `kb analyze`)."""
     try:
+        if os.environ.get("KB_CACHE_DIR"):
+            return Path(os.environ["KB_CACHE_DIR"])
+        if sys.platform.startswith("linux"):
+            return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crash-kb"
         from platformdirs import user_cache_dir
 
-        return Path(os.environ.get("KB_CACHE_DIR") or user_cache_dir("crash-kb"))
+        return Path(user_cache_dir("crash-kb"))
     except Exception:  # no home directory: compile every time
         return None
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import zlib
 
 from kb.core import scan
+from kb.core.scan import WARNING_LINES_KEPT
 from kb.core.capture import Peeled, Profile, continues, peel
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
+from kb.core.patterns import FRAME, starts_record
 from kb.core.records import Analysis, Timing
 from kb.core.redact import redact, redact_lines
 from kb.core.rootcause import choose, not_captured, unstated_error
@@ -50,6 +52,7 @@ class Analyzer:
         self._started = False
         self._profile: Profile | None = None
         self._wrapped = ""  # a hard-wrapped line waiting for its continuation
+        self._skipped_warnings: list[tuple[int, bytes]] = []
         self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
         self._scan = scan.PageScan(use_hyperscan)  # None: hyperscan when installed
         self._extractor = Extractor()
@@ -85,6 +88,10 @@ class Analyzer:
             held, self._held = self._held, None
             self._line(self._lines_before, held, True)
         found = self._extractor.finish()
+        if not found and self._skipped_warnings:  # nothing but warnings: read them after all
+            for number, raw in self._skipped_warnings:
+                self._line(number, raw, True)
+            found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
@@ -133,6 +140,13 @@ class Analyzer:
 
     def _take(self, data: bytes) -> None:
         self._bytes += len(data)
+        if self._profile is not None and self._pending:
+            start = self._straddling_page(data)
+            if start is not None:  # the rest is paged in place: no copy of the whole chunk
+                self._pending_offset += len(self._pending)
+                self._pending = data
+                self._drain(final=False, begin=start)
+                return
         self._pending = self._pending + data if self._pending else data
         if self._profile is None:
             self._learn(final=False)
@@ -150,11 +164,36 @@ class Analyzer:
         if len(self._pending) > PROFILE_BYTES or not final:
             lines = lines[:-1]  # the last one may be cut
         self._profile = Profile.learn([line[:MAX_LINE] for line in lines[:HEAD_PROFILE_LINES]])
+        self._scan.capture_prefix = self._capture_prefix if self._profile.captured else None
 
-    def _drain(self, final: bool) -> None:
-        """Process every whole page of `_pending` (all of it when `final`)."""
+    def _capture_prefix(self, raw: bytes) -> int:
+        """Bytes at the head of `raw` that the capture added (0 when none, or when the
+        capture re-encoded the line, as docker's JSON does)."""
+        text = raw[:MAX_LINE].decode("utf-8", "replace")
+        peeled = peel(text, self._profile)
+        if not peeled.layers or not text.endswith(peeled.text):
+            return 0
+        return len(raw) - len(peeled.text.encode())
+
+    def _straddling_page(self, data: bytes) -> int | None:
+        """Process the page that begins in `_pending` and ends in `data` (the same page
+        the joined bytes would give) and return where in `data` the next page starts;
+        None when that page does not end in `data`."""
+        pending, absolute = self._pending, self._pending_offset
+        bound = FIRST_PAGE if absolute < FIRST_PAGE else (absolute // PAGE + 1) * PAGE
+        target = bound - absolute - len(pending)  # index in `data` of the page bound
+        if target > len(data):
+            return None
+        newline = data.find(b"\n", max(target - 1, 0))
+        if newline < 0:
+            return None
+        page = pending + data[:newline + 1]
+        self._page(page, 0, len(page), absolute)
+        return newline + 1
+
+    def _drain(self, final: bool, begin: int = 0) -> None:
+        """Process every whole page of `_pending` from `begin` (all of it when `final`)."""
         data = self._pending
-        begin = 0
         while True:
             page_end = self._page_end(data, begin, final)
             if page_end is None:
@@ -191,17 +230,16 @@ class Analyzer:
     def _page(self, block: bytes, begin: int, end: int, offset: int) -> None:
         """Parse the lines worth parsing in block[begin:end] (whole lines, but for the
         last line of the log); block[begin] is at `offset` in the log."""
-        total_lines = self._lines_before + block.count(b"\n", begin, end) + (block[end - 1:end] != b"\n")
         assert self._profile is not None
         if self._profile.wrap_width or self._profile.inner_wrap_width:
             # A terminal copy: anchors may be cut by the wrap, so every line is read (and
             # the stored log is redacted whole: a secret may be cut by the wrap too).
             ranges: list[tuple[int, int]] = [(begin, end)]
-            secrets = None
+            secrets = warnings = None
             self.secret_lines_complete = False
         else:
-            secrets = []
-            ranges = self._scan.windows(block, begin, end, secrets)
+            secrets, warnings = [], []
+            ranges = self._scan.windows(block, begin, end, secrets, warnings)
             if self.secret_lines is not None:
                 self.secret_lines += [(offset - begin + start, offset - begin + stop) for start, stop in secrets]
         marked = None if secrets is None else {start for start, _ in secrets}
@@ -218,6 +256,8 @@ class Analyzer:
             ranges = [(max(start, head_end), stop) for start, stop in ranges if stop > head_end]
             self._lines_before = number
             begin = head_end
+        if warnings:
+            self._keep_warnings(block, begin, [w for w in warnings if w[0] >= begin])
         position, line_number = begin, self._lines_before
         for start, stop in ranges:
             line_number += block.count(b"\n", position, start)
@@ -229,7 +269,21 @@ class Analyzer:
                 line_number += 1
                 self._line(line_number, raw, marked is None or position in marked)
                 position += len(raw) + 1
-        self._lines_before = total_lines
+        if position < end:  # the lines after the last window (a last one without newline too)
+            line_number += block.count(b"\n", position, end) + (block[end - 1:end] != b"\n")
+        self._lines_before = line_number
+
+    def _keep_warnings(self, block: bytes, begin: int, warnings: list[tuple[int, int]]) -> None:
+        """Keep the WARNING lines with an error anchor the pre-filter skipped (numbered,
+        up to WARNING_LINES_KEPT) for a log whose only error they hold (`block[begin]`
+        starts line `_lines_before + 1`)."""
+        position, number = begin, self._lines_before
+        for start, stop in warnings:
+            number += block.count(b"\n", position, start)
+            position = start
+            if len(self._skipped_warnings) >= WARNING_LINES_KEPT:
+                return
+            self._skipped_warnings.append((number + 1, bytes(block[start:stop].rstrip(b"\n"))))
 
     def _time_before(self, block: bytes, floor: int, start: int, number: int) -> None:
         """Note the time of the nearest timestamped line before a window (up to
@@ -253,8 +307,11 @@ class Analyzer:
         peeled = raw if isinstance(raw, Peeled) else None
         text = peeled.text if peeled else raw if isinstance(raw, str) else raw[:MAX_LINE].decode("utf-8", "replace")
         profile = self._profile
-        if profile is not None and isinstance(raw, bytes):
+        if profile is not None and isinstance(raw, (bytes, bytearray)):
             if profile.wrap_width:
+                if self._wrapped and (starts_record(peel(text, profile).text) or self._code_after_frame(text)):
+                    held, self._wrapped = self._wrapped, ""  # the cut line ended where its record did
+                    self._line(number - 1, held, True)
                 if continues(text.rstrip("\r"), profile.wrap_width):
                     self._wrapped += text.rstrip("\r")
                     return
@@ -280,6 +337,14 @@ class Analyzer:
             self._extractor.feed(line)
         self._context.feed(line)
 
+    def _code_after_frame(self, text: str) -> bool:
+        """An indented line after a held piece that is a whole traceback frame line is
+        that frame's code: the frame line merely filled the width."""
+        if not text.startswith("  "):
+            return False
+        frame = FRAME.match(parse_line(0, self._wrapped, self._profile).body)
+        return frame is not None and frame["func"] is not None
+
     def _inner_wrap(self, number: int, text: str, profile: Profile) -> Peeled | None:
         """A capture that prefixed each piece of a wrapped line: a piece whose text (the
         capture peeled) fills the width goes on in the next line of its stream. None
@@ -288,7 +353,7 @@ class Analyzer:
         cut = continues(peeled.text.rstrip("\r"), profile.inner_wrap_width or 0)
         held, self._held = self._held, None
         if held is not None:
-            if peeled.stream == held.stream:
+            if peeled.stream == held.stream and not starts_record(peeled.text):
                 held.text += peeled.text
                 peeled = held
             else:

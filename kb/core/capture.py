@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kb.core.lazyre import lazy
-from kb.core.patterns import Prefix, by_first_char, known_engine_prefix
+from kb.core.patterns import EXCEPTION_LINE, Prefix, by_first_char, known_engine_prefix, starts_record
 
 HEAD_LINES = 400  # lines of the head the profile is learned from
 _MAX_LAYERS = 6
@@ -48,6 +48,7 @@ _RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _HOST = r"[A-Za-z0-9][\w.-]{0,62}"
 _PROGRAM = r"[\w./@-]{1,64}(?:\[\d+\])?"
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
 # Capture prefixes, in the engine prefixes' format (kb.core.patterns.Prefix). Named
@@ -70,10 +71,14 @@ ATOMS: tuple[Prefix, ...] = (
          "log shippers that prepend an ISO timestamp in brackets", starts="["),
     Prefix("compose", lazy(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"),
          "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
-         "docker compose prefixes each line with the service name and replica"),
+         "docker compose prefixes each line with the service name and replica", starts=_ALNUM),
     Prefix("compose-gutter", lazy(r"^\s*\|\s?(?=\S)"),
          "  | (EngineCore_DP0 pid=6804) ValueError: x",
          "docker compose / k8s viewers that leave a bare '| ' gutter", starts=" |"),
+    Prefix("ray-forward", lazy(r"^\((?P<stream>[^()\s]+(?: pid=\d+)?, ip=\d{1,3}(?:\.\d{1,3}){3})\) "),
+         "(RayWorkerWrapper pid=30507, ip=10.0.0.23) Traceback (most recent call last):",
+         "Ray's log monitor forwards a remote actor's output to the driver behind its name, pid and node ip",
+         starts="("),
     Prefix("srun-label", lazy(r"^ {0,4}(?P<stream>\d{1,5}): "),
          "3: Traceback (most recent call last):",
          "srun --label: the task id (padded to the width of the largest), even on a one-line excerpt",
@@ -101,6 +106,7 @@ class Profile:
     and the learned repeated heads (compiled patterns). Empty for an ordinary log."""
 
     wrap_width: int | None = None
+    captured: bool = False  # some line of the head carried a capture prefix
     # the program's own lines were wrapped before the capture prefixed each piece
     # (rich inside a container, a wrapped paste re-captured): the width of the peeled text
     inner_wrap_width: int | None = None
@@ -112,12 +118,13 @@ class Profile:
         profile = cls()
         profile._learn_heads(lines)
         bodies = [peel(line, profile) for line in lines]
-        if any(body.layers for body in bodies):
+        profile.captured = any(body.layers for body in bodies)
+        if profile.captured:
             inner = _wrap_width([body.text for body in bodies])
             if inner and _prefixed_continuations(bodies, inner):
                 profile.inner_wrap_width = inner
                 return profile
-        profile.wrap_width = _wrap_width(lines)
+        profile.wrap_width = _wrap_width(lines, profile)
         if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
             profile.heads, profile.head_names = [], []
             profile._learn_heads(list(rejoin(lines, profile.wrap_width)))
@@ -177,23 +184,44 @@ def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
     return bool(cut) and same * 2 > len(cut)
 
 
-def _wrap_width(lines: list[str]) -> int | None:
+def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     """A terminal copy cuts every longer line at the same width W: several different lines
     of exactly W characters (not padding, not table borders), none longer, and after
-    some of them a shorter line, the rest of the cut one."""
+    some of them a shorter line, the rest of the cut one, not a new record (lines of one
+    length that each hold a record are a run of alike records)."""
     texts = [line.rstrip("\r") for line in lines]
     lengths = [len(text) for text in texts]
-    if len(lengths) < 3:
+    if len(lengths) < 2:
         return None
     width = max(lengths)
     if not _MIN_WRAP_WIDTH <= width <= _MAX_WRAP_WIDTH:
         return None
     cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)]
-    tails = sum(1 for i in cut if i + 1 < len(texts) and 0 < lengths[i + 1] < width)
+    followed = [i for i in cut if i + 1 < len(texts)]
+    new_record = [starts_record(peel(texts[i + 1], profile).text) for i in followed]
+    tails = sum(1 for i, new in zip(followed, new_record) if 0 < lengths[i + 1] < width and not new)
+    records = sum(new_record)
     distinct = len({texts[i] for i in cut})
-    if len(cut) >= 2 and distinct >= 2 and tails >= 1 and len(cut) >= 0.02 * len(lengths):
+    if (len(cut) >= 2 and distinct >= 2 and tails >= 1 and records * 2 <= len(followed)
+            and len(cut) >= 0.02 * len(lengths)):
         return width
+    if (width in _TERMINAL_WIDTHS and len(cut) == 1 and tails == 1 and not records
+            and _goes_on(texts[cut[0] + 1], profile)):
+        return width  # a short excerpt with one cut: a usual terminal width is the evidence
     return None
+
+
+# Terminal widths people copy from (the default 80 and the common larger windows).
+_TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240})
+_STRUCTURE = ("Traceback (", 'File "', "During handling", "The above exception")
+
+
+def _goes_on(text: str, profile: Profile | None) -> bool:
+    """Could this line be the rest of a line the terminal cut? Not if it starts something
+    of its own, nor if the capture prefixed it (the terminal cut the captured line)."""
+    if not text or text[0].isspace() or peel(text, profile).layers:
+        return False
+    return not text.startswith(_STRUCTURE) and not EXCEPTION_LINE.match(text)
 
 
 _BORDERS = "|+-=─│┃║╗╝┐┘"
@@ -202,8 +230,9 @@ _BORDERS = "|+-=─│┃║╗╝┐┘"
 def _cut_inside(text: str) -> bool:
     """A line that surely ends where a wrap cut it: not padded or boxed to the width, nor
     right-aligned to it (rich's `   local_server.py:108` source column)."""
-    last = text[-1:]
-    return bool(last) and not last.isspace() and last not in _BORDERS and not _RIGHT_ALIGNED.search(text)
+    body = text[:-1] if text.endswith(" ") else text  # a cut may fall on one space, not on padding
+    last = body[-1:]
+    return bool(last) and not last.isspace() and last not in _BORDERS and not _RIGHT_ALIGNED.search(body)
 
 
 _RIGHT_ALIGNED = re.compile(r"\S {3,}\S+$")

@@ -114,6 +114,10 @@ _IS_GPU = [not caseless and a in _GPU_LITERALS for a, caseless in _ENTRIES]
 _PHASES_OF = [frozenset(n for n, rule in enumerate(P.PHASE_MARKERS)
                         if a in rule.anchors and caseless == bool(rule.pattern.flags & re.I))
               for a, caseless in _ENTRIES]
+# What the pre-filter must let through for the context (kb.core.scan): every literal
+# above, a caseless one in the forms a log prints it.
+CONTEXT_LITERALS: tuple[str, ...] = tuple(sorted({form for a, caseless in _ENTRIES
+                                                  for form in ((a, a.capitalize(), a.upper()) if caseless else (a,))}))
 _LINE_SCAN = scan.LiteralSet([a for a, _ in _ENTRIES],
                               caseless=frozenset(n for n, (_, caseless) in enumerate(_ENTRIES) if caseless))
 

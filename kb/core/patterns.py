@@ -88,6 +88,14 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("trt-time", _r(r"^\[(?P<ts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s"),
            "[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device",
            "TensorRT's logger timestamp", header=True, starts='['),
+    Prefix("py-logging-default", _r(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 51)",
+           "Python logging's default format (logging.basicConfig): LEVEL:logger:message", header=True,
+           starts="DIWEC"),
+    Prefix("rich-logging", _r(r"^(?:\[(?P<ts>\d\d/\d\d/\d\d \d\d:\d\d:\d\d)\]| {19}) (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) +"),
+           "[05/05/25 16:31:14] DEBUG    Server check failed: [Errno 61] Connection refused, retrying...",
+           "rich's logging handler: the time only when it changed, the level padded, the source right-aligned",
+           header=True, starts="[ "),
     Prefix("level-word", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"),
            "ERROR serve_adapter: startup failed, exiting with status 1",
            "loggers that print only the level before the message (after a capture timestamp, uvicorn)",
@@ -112,6 +120,22 @@ _PREFIXES_BY_FIRST, _PREFIXES_ANYWHERE = by_first_char(PREFIXES)
 def known_engine_prefix(text: str) -> bool:
     """Does an engine logger's record header start `text`?"""
     return any(p.header and p.pattern.match(text) for p in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANYWHERE))
+
+
+_PROCESS_LABELS = tuple(p for p in PREFIXES if p.name in ("vllm-process", "torch-rank"))
+
+
+def starts_record(text: str) -> bool:
+    """Does `text` begin a new log record: an engine header, maybe behind a process label?
+    (A line cut by a terminal wrap goes on mid-record; a new record is not its rest.)"""
+    for _ in range(3):
+        if known_engine_prefix(text):
+            return True
+        match = next((m for p in _PROCESS_LABELS if (m := p.pattern.match(text))), None)
+        if match is None or match.end() == 0:
+            return False
+        text = text[match.end():]
+    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -479,7 +503,8 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
 
 # --------------------------------------------------------------------------------------
 # Pre-filter anchors: literals whose presence makes a line worth parsing. Everything the
-# parser or the context extractor reacts to must be reachable from one of these.
+# parser reacts to must be reachable from one of these (the context's own literals are
+# kb.core.context.CONTEXT_LITERALS, derived from its tables).
 # --------------------------------------------------------------------------------------
 # Anchors that start a block: the lines after them (frames' code, message continuations,
 # the rest of a C++ what()) are parsed too.
@@ -494,19 +519,6 @@ ERROR_ANCHORS: tuple[str, ...] = (
     "not supported", "CUDA",
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)
 
-CONTEXT_ANCHORS: tuple[str, ...] = (
-    "version", "Version", "non-default args", "rchitecture", "model_type", "CUDA_VISIBLE_DEVICES",
-    "NVIDIA", "Tesla", "tensor_parallel_size", "tensor-parallel-size", "tp_size", "--tp",
-    "pipeline_parallel_size", "pipeline-parallel-size", "data_parallel_size", "data-parallel-size",
-    "dp_size", "pp_size", "ep_size", "expert_parallel", "expert-parallel", "speculative",
-    "model=", "model_path", "--model", "model_id", "'model'", "dtype", "quantization",
-    "Loading", "Capturing", "capturing", "profil", "KV cache", "GPU blocks", "throughput",
-    "startup complete", "Uvicorn running", "fired up", "weights took", "torch", "num_shard",
-    "ServerArgs", "server_args", "world_size", "nproc_per_node", "Load weight", "Python", "PyTorch",
-    "vllm", "sglang", "type=", "GPU ",
-    "Memory pool", "Starting to load", "POST /v1", "batch.", "Connected", "chat_completions{",
-    "generate_stream", "Graph capturing", "init engine", "Starting vLLM", "Available routes",
-)
 
 # Every redaction rule needs one of these literals on its line (kb.core.redact).
 SECRET_ANCHORS: tuple[str, ...] = QUICK_LITERALS

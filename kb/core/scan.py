@@ -11,16 +11,17 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import ahocorasick
 
-from kb.core.patterns import BLOCK_ANCHORS, CONTEXT_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS, Rule
+from kb.core.patterns import BLOCK_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS, Rule
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
 CONTEXT_HITS = 48  # on the first page, at most this many hits per context anchor
+WARNING_LINES_KEPT = 32  # skipped WARNING lines with an error anchor kept, per page
 
 try:  # pragma: no cover - import guard
     import hyperscan
@@ -229,12 +230,17 @@ class PageScan:
         self.pages = 0
         self._owed = 0  # following lines of the last error anchor not yet included
         self._seen: dict[int, int] = {}  # context anchor -> hits kept (first page)
+        # bytes of a line's head the capture added (`vllm-1  | `, `host prog[pid]: `): a
+        # context anchor there says nothing about the log, so it selects no line
+        self.capture_prefix: Callable[[bytes], int] | None = None
 
     def windows(self, block: bytes, begin: int = 0, stop: int | None = None,
-                secrets: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+                secrets: list[tuple[int, int]] | None = None,
+                warnings: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
         """Byte ranges [start, end) of whole lines of block[begin:stop] worth parsing, in
         order, merged; offsets are block's. With `secrets`, the same pass appends the
-        ranges of the lines that may hold a secret."""
+        ranges of the lines that may hold a secret; with `warnings`, those of the
+        WARNING-level lines with an error anchor it skipped (up to WARNING_LINES_KEPT)."""
         stop = len(block) if stop is None else stop
         every = self.pages == 0
         self.pages += 1
@@ -242,7 +248,9 @@ class PageScan:
         hits = (_hyperscan_hits if self.use_hyperscan else _automaton_hits)(block, begin, stop, every)
         find, rfind = block.find, block.rfind
         kept: list[tuple[int, bool]] = []
-        warning_line = [-1, -1]
+        warn_start = warn_end = -1  # the run of WARNING lines the last hit fell in
+        warning_kept = -1
+        keep_warnings = warnings is not None
         seen = self._seen if every else {}
         secret_end = -1
         for position, pattern_id in hits:
@@ -252,19 +260,32 @@ class PageScan:
                     line_end = find(b"\n", position, stop)
                     secret_end = stop if line_end < 0 else line_end + 1
                     secrets.append((line_start, secret_end))
-            if warning_line[0] <= position < warning_line[1]:
+            if warn_start <= position < warn_end:
+                if (keep_warnings and pattern_id < error_ids and warning_kept != warn_start
+                        and len(warnings) < WARNING_LINES_KEPT):
+                    warnings.append((warn_start, warn_end))
+                    warning_kept = warn_start
                 continue
             line_start = rfind(b"\n", begin, position) + 1 or begin
-            if find(b" WARNING ", line_start, min(line_start + 120, position)) >= 0:
-                # Logged at WARNING level (vLLM's prefix): the engine went on (a recovered
-                # traceback, a deprecation); never the cause, and long logs are full of them.
+            if _at_warning_level(block, line_start):
+                # Logged at WARNING level (vLLM's prefix, behind any capture prefix): the
+                # engine went on (a recovered traceback, a deprecation) and long logs are
+                # full of them. Such a line is the cause only of a log that holds nothing
+                # else: the first few with an error anchor are kept for that case.
                 line_end = find(b"\n", position, stop)
-                warning_line[:] = [line_start, stop if line_end < 0 else line_end + 1]
+                warn_start, warn_end = line_start, stop if line_end < 0 else line_end + 1
+                if keep_warnings and pattern_id < error_ids and len(warnings) < WARNING_LINES_KEPT:
+                    warnings.append((warn_start, warn_end))
+                    warning_kept = warn_start
                 continue
             if pattern_id < error_ids:
                 kept.append((position, pattern_id < block_ids))
                 continue
             count = seen.get(pattern_id, 0)
+            if count < CONTEXT_HITS and self.capture_prefix is not None:
+                line_end = find(b"\n", position, stop)
+                if position - line_start <= self.capture_prefix(block[line_start:stop if line_end < 0 else line_end]):
+                    continue
             if count < CONTEXT_HITS:
                 seen[pattern_id] = count + 1
                 kept.append((position, False))
@@ -303,11 +324,22 @@ class PageScan:
         return ranges
 
 
+def _at_warning_level(block: bytes, line_start: int) -> bool:
+    """A WARNING line: `WARNING ` first, or ` WARNING ` within its first 120 bytes
+    (whichever anchor hit it)."""
+    if block.startswith(b"WARNING ", line_start):
+        return True
+    level = block.find(b" WARNING ", line_start, line_start + 120)
+    return level >= 0 and block.find(b"\n", line_start, level) < 0
+
+
 @lru_cache(maxsize=1)
 def _anchors() -> list[str]:
     blocks = sorted(set(BLOCK_ANCHORS))
     lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
-    context = sorted(set(CONTEXT_ANCHORS) - set(blocks) - set(lines))
+    from kb.core.context import CONTEXT_LITERALS  # the context reads what its own tables look for
+
+    context = sorted(set(CONTEXT_LITERALS) - set(blocks) - set(lines))
     return blocks + lines + context
 
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from kb.core.capture import Peeled, Profile, peel
-from kb.core.patterns import PREFIXES, by_first_char
+from kb.core.patterns import PREFIXES, TRAILING_SOURCE, by_first_char
 
 _MAX_LAYERS = 6
 
@@ -61,6 +61,8 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
             line.header = line.header or prefix.header
             line.engine = line.engine or prefix.engine
             text = text[match.end():]
+            if prefix.name == "rich-logging":  # the source column right-aligned at the end
+                text = TRAILING_SOURCE.sub("", text)
             stripped = True
             break
         if not stripped:
