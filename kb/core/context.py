@@ -121,6 +121,12 @@ CONTEXT_LITERALS: tuple[str, ...] = tuple(sorted({form for a, caseless in _ENTRI
 _LINE_SCAN = scan.LiteralSet([a for a, _ in _ENTRIES],
                               caseless=frozenset(n for n, (_, caseless) in enumerate(_ENTRIES) if caseless))
 
+# A package inventory (collect_env's `[pip3] sglang==0.4.6`, pip freeze) lists what is
+# installed, not what ran: no engine evidence.
+_INVENTORY = _r(r"^\s*(?:\[(?:pip3?|conda)\]\s|[A-Za-z][\w.-]*==\d)")
+# An aside in a message: an example or a pointer, not what failed.
+_ASIDE = _r(r"\((?:e\.g\.|i\.e\.|for example|such as|see )[^)]*\)")
+
 # "Qwen3MoeForCausalLM" -> "qwen3_moe"
 _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
 
@@ -168,7 +174,7 @@ class ContextCollector:
         if line.engine and self.engine_hits.get(line.engine, 0) < 50:
             self.engine_hits[line.engine] = self.engine_hits.get(line.engine, 0) + 1
         found = _LINE_SCAN.present(body)
-        if self.engine_lines < 150:  # the engine is plain long before that
+        if self.engine_lines < 150 and not _INVENTORY.match(body):  # the engine is plain long before that
             self.engine_lines += 1
             # Whose marker the process name matches is known after its first line; the
             # body is searched only for a marker one of whose literals it holds (every
@@ -264,7 +270,12 @@ class ContextCollector:
                 hits[name] = hits.get(name, 0) + 5
         if not hits:
             return None
-        return max(hits, key=lambda name: (_ENGINE_PRIORITY[name] if hits[name] else 0, hits[name]))
+        # By weight of evidence: the engine the log shows most; plain torch only when no
+        # serving engine shows at all (every engine's log mentions torch)
+        specific = {name: count for name, count in hits.items() if name != "pytorch" and count}
+        if not specific:
+            return "pytorch" if hits.get("pytorch") else None
+        return max(specific, key=lambda name: (specific[name], _ENGINE_PRIORITY[name]))
 
     def phase(self, root: ErrorEvent | None, crash_line: int | None, engine: str | None,
               other_frames: list | None = None) -> str:
@@ -274,8 +285,9 @@ class ContextCollector:
             found = self._phase_from_frames(root.frames, engine)
             if found:
                 return found
+            message = _ASIDE.sub("", root.message)  # "(e.g., CUDA Graphs)" names no phase
             for pattern, phase in P.MESSAGE_PHASES:
-                if pattern.search(root.message) or pattern.search(root.exception):
+                if pattern.search(message) or pattern.search(root.exception):
                     return phase
             found = self._phase_from_frames(other_frames or [], engine)
             if found:

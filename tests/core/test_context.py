@@ -1,0 +1,46 @@
+"""Context by weight of evidence: the engine the log shows most, the phase from the
+frames nearest the raise, never from words in an aside or from a process's entry frame."""
+
+from kb.core.analyze import analyze
+
+VLLM_WORKER = """\
+INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1
+INFO 05-01 12:00:01 [core.py:2] Initializing a V1 LLM engine (v0.9.1) with config: model='Qwen/Qwen3-8B'
+(VllmWorker rank=0 pid=101) INFO 05-01 12:00:05 [gpu_model_runner.py:3] Starting to load model Qwen/Qwen3-8B...
+(VllmWorker rank=0 pid=101) ERROR 05-01 12:00:09 [multiproc_executor.py:4] Traceback (most recent call last):
+(VllmWorker rank=0 pid=101) ERROR 05-01 12:00:09 [multiproc_executor.py:4]   File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap
+(VllmWorker rank=0 pid=101) ERROR 05-01 12:00:09 [multiproc_executor.py:4]     self.run()
+(VllmWorker rank=0 pid=101) ERROR 05-01 12:00:09 [multiproc_executor.py:4]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 500, in worker_main
+(VllmWorker rank=0 pid=101) ERROR 05-01 12:00:09 [multiproc_executor.py:4]     worker.do_something()
+(VllmWorker rank=0 pid=101) ERROR 05-01 12:00:09 [multiproc_executor.py:4] KeyError: 'model.layers.0.mlp.experts.w13_weight'
+"""
+
+ENV_DUMP = """\
+Versions of relevant libraries:
+[pip3] numpy==1.26.4
+[pip3] sglang==0.4.6.post1
+[pip3] torch==2.7.0
+[pip3] vllm==0.9.1
+[conda] Could not collect
+"""
+
+
+def test_an_installed_package_list_is_no_engine_evidence():
+    result = analyze((ENV_DUMP + VLLM_WORKER).encode())
+    assert result.context.engine == "vllm"
+
+
+def test_a_process_entry_frame_names_no_phase():
+    """The crash is below `_bootstrap` in every worker: the stage the launch reached says
+    where it failed (here: loading weights)."""
+    result = analyze(VLLM_WORKER.encode())
+    assert result.root_cause.exception == "KeyError"
+    assert result.phase == "weight_loading"
+
+
+def test_an_aside_in_the_message_names_no_phase():
+    log = ("INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+           "of 79.19 GiB of which 1.10 GiB is free. Of the allocated memory 75.1 GiB is allocated by PyTorch, "
+           "and 1.2 GiB is reserved by PyTorch but unallocated (e.g., CUDA Graphs).\n")
+    assert analyze(log.encode()).phase != "cuda_graph_capture"
