@@ -7,6 +7,7 @@ log. `analyze(data)` is the one-shot form that the API and the tests use."""
 from __future__ import annotations
 
 import zlib
+from collections import deque
 
 from kb.core import scan
 from kb.core.scan import WARNING_LINES_KEPT
@@ -52,7 +53,9 @@ class Analyzer:
         self._started = False
         self._profile: Profile | None = None
         self._wrapped = ""  # a hard-wrapped line waiting for its continuation
-        self._skipped_warnings: list[tuple[int, bytes]] = []
+        # the first and the last WARNING lines with an error anchor, numbered (kept unparsed)
+        self._first_warnings: list[tuple[int, bytes]] = []
+        self._last_warnings: deque[tuple[int, bytes]] = deque(maxlen=WARNING_LINES_KEPT)
         self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
         self._scan = scan.PageScan(use_hyperscan)  # None: hyperscan when installed
         self._extractor = Extractor()
@@ -88,11 +91,12 @@ class Analyzer:
             held, self._held = self._held, None
             self._line(self._lines_before, held, True)
         found = self._extractor.finish()
-        if not found and self._skipped_warnings:  # nothing but warnings: read them after all
-            for number, raw in self._skipped_warnings:
+        root, symptoms = choose(found, self._extractor.last_info)
+        if root is None and (self._first_warnings or self._last_warnings):  # nothing but warnings: read them
+            for number, raw in sorted(dict([*self._first_warnings, *self._last_warnings]).items()):
                 self._line(number, raw, True)
             found = self._extractor.finish()
-        root, symptoms = choose(found, self._extractor.last_info)
+            root, symptoms = choose(found, self._extractor.last_info)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
             self._notes.append(not_captured([root, *symptoms]))
@@ -235,11 +239,11 @@ class Analyzer:
             # A terminal copy: anchors may be cut by the wrap, so every line is read (and
             # the stored log is redacted whole: a secret may be cut by the wrap too).
             ranges: list[tuple[int, int]] = [(begin, end)]
-            secrets = warnings = None
+            secrets = warnings = last_warnings = None
             self.secret_lines_complete = False
         else:
-            secrets, warnings = [], []
-            ranges = self._scan.windows(block, begin, end, secrets, warnings)
+            secrets, warnings, last_warnings = [], [], deque(maxlen=WARNING_LINES_KEPT)
+            ranges = self._scan.windows(block, begin, end, secrets, warnings, last_warnings)
             if self.secret_lines is not None:
                 self.secret_lines += [(offset - begin + start, offset - begin + stop) for start, stop in secrets]
         marked = None if secrets is None else {start for start, _ in secrets}
@@ -256,8 +260,6 @@ class Analyzer:
             ranges = [(max(start, head_end), stop) for start, stop in ranges if stop > head_end]
             self._lines_before = number
             begin = head_end
-        if warnings:
-            self._keep_warnings(block, begin, [w for w in warnings if w[0] >= begin])
         position, line_number = begin, self._lines_before
         for start, stop in ranges:
             line_number += block.count(b"\n", position, start)
@@ -271,19 +273,30 @@ class Analyzer:
                 position += len(raw) + 1
         if position < end:  # the lines after the last window (a last one without newline too)
             line_number += block.count(b"\n", position, end) + (block[end - 1:end] != b"\n")
-        self._lines_before = line_number
+        lines_before, self._lines_before = self._lines_before, line_number
+        if warnings or last_warnings:
+            self._keep_warnings(block, begin, end, lines_before, warnings, last_warnings)
 
-    def _keep_warnings(self, block: bytes, begin: int, warnings: list[tuple[int, int]]) -> None:
-        """Keep the WARNING lines with an error anchor the pre-filter skipped (numbered,
-        up to WARNING_LINES_KEPT) for a log whose only error they hold (`block[begin]`
-        starts line `_lines_before + 1`)."""
-        position, number = begin, self._lines_before
-        for start, stop in warnings:
+    def _keep_warnings(self, block: bytes, begin: int, end: int, lines_before: int,
+                       first: list[tuple[int, int]], last: deque) -> None:
+        """Keep the first and the last WARNING_LINES_KEPT WARNING lines with an error
+        anchor the pre-filter skipped (numbered), for a log whose only error they hold.
+        `block[begin:end]` holds lines `lines_before + 1` to `_lines_before`."""
+        position, number = begin, lines_before
+        first = [w for w in first if w[0] >= begin]  # the head was parsed whole
+        room = max(WARNING_LINES_KEPT - len(self._first_warnings), 0)
+        for start, stop in first[:room]:
             number += block.count(b"\n", position, start)
             position = start
-            if len(self._skipped_warnings) >= WARNING_LINES_KEPT:
-                return
-            self._skipped_warnings.append((number + 1, bytes(block[start:stop].rstrip(b"\n"))))
+            self._first_warnings.append((number + 1, bytes(block[start:stop].rstrip(b"\n"))))
+        tail = [w for w in (first[room:] + list(last))[-WARNING_LINES_KEPT:] if w[0] >= begin]
+        if tail:  # numbered from the page's end: they are near it
+            position = tail[0][0]
+            number = self._lines_before - (block[end - 1:end] != b"\n") - block.count(b"\n", position, end) + 1
+            for start, stop in tail:
+                number += block.count(b"\n", position, start)
+                position = start
+                self._last_warnings.append((number, bytes(block[start:stop].rstrip(b"\n"))))
 
     def _time_before(self, block: bytes, floor: int, start: int, number: int) -> None:
         """Note the time of the nearest timestamped line before a window (up to

@@ -421,6 +421,14 @@ BENIGN: tuple[Rule, ...] = (
          anchors=('Warning: ',)),
 )
 
+# Never a cause, not even when nothing else was found: a deprecation notice says what
+# will break some day, not what broke.
+NEVER_CAUSE: tuple[Rule, ...] = (
+    Rule("deprecation-warning", _r(r"^(?:[\w.]*\.)?(?:Future|Deprecation|PendingDeprecation)Warning: |^[\w.]*Warning: .*\bdeprecated\b"),
+         "FutureWarning: The pynvml package is deprecated. Please install nvidia-ml-py instead.",
+         "a deprecation notice", anchors=("Warning: ",)),
+)
+
 # Messages only one engine prints: they name the engine when nothing else in the log does
 # (one-line excerpts). Wording from the engines' sources.
 ENGINE_MESSAGES: tuple[Rule, ...] = (

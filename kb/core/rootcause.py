@@ -4,7 +4,8 @@
    ranks listed), like NVIDIA's attribution does.
 2. Give each group a role from the tables: symptom (a wrapper that points elsewhere),
    cascade (NCCL, peers gone: look for an earlier trigger), confirmation (signal/OOM kill),
-   benign (recovered warnings, teardown noise), root.
+   benign (recovered warnings, teardown noise), root; deprecation notices are noise and
+   never chosen.
 3. Rank: roots with a traceback first; within a tier the earliest wins, because what
    happens first is what made the others happen. An error its process went on from
    (INFO lines after it, a later error ending the run) is demoted as recovered.
@@ -37,6 +38,7 @@ _BASE = {
     "truncated": 30,
     "symptom": 20,
     "benign": 1,
+    "noise": 0,  # never chosen: dropped before ranking
 }
 _CONFIDENCE = {
     "root-traceback": 0.95, "root-line": 0.9, "root-rule": 0.88, "root-inferred": 0.6, "confirmation": 0.75,
@@ -60,7 +62,7 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -
     `last_info` maps each process to the line of its last INFO record: a process that
     went on logging normally after an error, while a later error ended the run,
     recovered from the first one."""
-    groups = _group(_without_copies(found))
+    groups = [g for g in _group(_without_copies(found)) if g.tier != "noise"]
     if not groups:
         return None, []
     _mark_recovered(groups, last_info or {})
@@ -261,6 +263,8 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         text = event.message
     else:
         text = f"{event.exception}: {event.message}" if event.message else event.exception
+    if scan.first_rule(P.NEVER_CAUSE, text):
+        return "noise", "a deprecation notice"
     benign = scan.first_rule(P.BENIGN, text) or (item.header and scan.first_rule(P.BENIGN, item.header))
     if benign:
         return "benign", f"{benign.name}: {benign.why}"

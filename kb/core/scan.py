@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +22,7 @@ from kb.core.patterns import BLOCK_ANCHORS, ERROR_ANCHORS, SECRET_ANCHORS, Rule
 
 FOLLOWING_LINES = 12  # lines kept after an error anchor: code lines, message continuations
 CONTEXT_HITS = 48  # on the first page, at most this many hits per context anchor
-WARNING_LINES_KEPT = 32  # skipped WARNING lines with an error anchor kept, per page
+WARNING_LINES_KEPT = 32  # skipped WARNING lines with an error anchor kept: the first and the last
 
 try:  # pragma: no cover - import guard
     import hyperscan
@@ -236,11 +237,13 @@ class PageScan:
 
     def windows(self, block: bytes, begin: int = 0, stop: int | None = None,
                 secrets: list[tuple[int, int]] | None = None,
-                warnings: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+                warnings: list[tuple[int, int]] | None = None,
+                last_warnings: deque | None = None) -> list[tuple[int, int]]:
         """Byte ranges [start, end) of whole lines of block[begin:stop] worth parsing, in
         order, merged; offsets are block's. With `secrets`, the same pass appends the
-        ranges of the lines that may hold a secret; with `warnings`, those of the
-        WARNING-level lines with an error anchor it skipped (up to WARNING_LINES_KEPT)."""
+        ranges of the lines that may hold a secret; with `warnings` (and the bounded
+        `last_warnings`), those of the first (and the last) WARNING-level lines with an
+        error anchor it skipped, WARNING_LINES_KEPT of each."""
         stop = len(block) if stop is None else stop
         every = self.pages == 0
         self.pages += 1
@@ -250,7 +253,7 @@ class PageScan:
         kept: list[tuple[int, bool]] = []
         warn_start = warn_end = -1  # the run of WARNING lines the last hit fell in
         warning_kept = -1
-        keep_warnings = warnings is not None
+        keep_warnings = warnings is not None and last_warnings is not None
         seen = self._seen if every else {}
         secret_end = -1
         for position, pattern_id in hits:
@@ -261,9 +264,8 @@ class PageScan:
                     secret_end = stop if line_end < 0 else line_end + 1
                     secrets.append((line_start, secret_end))
             if warn_start <= position < warn_end:
-                if (keep_warnings and pattern_id < error_ids and warning_kept != warn_start
-                        and len(warnings) < WARNING_LINES_KEPT):
-                    warnings.append((warn_start, warn_end))
+                if keep_warnings and pattern_id < error_ids and warning_kept != warn_start:
+                    (warnings if len(warnings) < WARNING_LINES_KEPT else last_warnings).append((warn_start, warn_end))
                     warning_kept = warn_start
                 continue
             line_start = rfind(b"\n", begin, position) + 1 or begin
@@ -274,8 +276,8 @@ class PageScan:
                 # else: the first few with an error anchor are kept for that case.
                 line_end = find(b"\n", position, stop)
                 warn_start, warn_end = line_start, stop if line_end < 0 else line_end + 1
-                if keep_warnings and pattern_id < error_ids and len(warnings) < WARNING_LINES_KEPT:
-                    warnings.append((warn_start, warn_end))
+                if keep_warnings and pattern_id < error_ids:
+                    (warnings if len(warnings) < WARNING_LINES_KEPT else last_warnings).append((warn_start, warn_end))
                     warning_kept = warn_start
                 continue
             if pattern_id < error_ids:

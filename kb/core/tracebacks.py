@@ -423,6 +423,8 @@ def _is_boilerplate(stripped: str) -> bool:
     return any(rule.pattern.search(stripped) for rule in P.MESSAGE_BOILERPLATE)
 
 
+# tqdm's bar: "45% Completed | 29/64 [00:29<00:35, 1.0s/it]", "12%|█▏   | 1440/12000 [00:41<05:02"
+_PROGRESS_BAR = lazy(r"\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
 _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 
 
@@ -430,8 +432,8 @@ def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ")):
         return True
-    if _WARNING_LINE.match(stripped):
-        return True
+    if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped):
+        return True  # a warning, a progress bar redrawn by another process: not the message
     exc = P.EXCEPTION_LINE.match(stripped)
     return bool(exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False))
 

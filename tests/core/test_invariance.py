@@ -65,6 +65,16 @@ def test_hard_wrapped_terminal_copy_gives_the_plain_root_cause(path, width):
     assert _answer(wrapped) == _answer(analyze(plain))
 
 
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_the_same_crash_buried_in_launch_noise_gives_the_same_root_cause(path):
+    """1.2 MB of start-up noise before the crash (more than a page: the crash is read on
+    a later page) and a few lines after it change nothing about the cause."""
+    from kb.core.noise import bury
+
+    plain = inflate(path.read_bytes())
+    assert _answer(analyze(bury(plain, size=1_200_000, seed=7)))[0] == _answer(analyze(plain))[0]
+
+
 @pytest.mark.skipif(scan.hyperscan is None, reason="hyperscan is not installed here: nothing to compare")
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
 def test_the_prefilter_only_saves_time(path):

@@ -15,7 +15,7 @@ from kb.core.redact import SECRET_RULES
 
 RULE_TABLES = {
     "error_lines": P.ERROR_LINES, "known_messages": P.KNOWN_MESSAGES, "symptoms": P.SYMPTOMS,
-    "cascades": P.CASCADES, "benign": P.BENIGN, "engine_messages": P.ENGINE_MESSAGES, "boilerplate": P.MESSAGE_BOILERPLATE, "phases": P.PHASE_MARKERS,
+    "cascades": P.CASCADES, "benign": P.BENIGN, "never_cause": P.NEVER_CAUSE, "engine_messages": P.ENGINE_MESSAGES, "boilerplate": P.MESSAGE_BOILERPLATE, "phases": P.PHASE_MARKERS,
 }
 
 

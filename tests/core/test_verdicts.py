@@ -1,0 +1,52 @@
+"""What the analysis answers when the log holds little: a warning, only wrappers, an
+error's traces without its statement. A wrong answer is worse than none."""
+
+from kb.core.analyze import analyze
+
+START = "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\n"
+
+
+def test_a_deprecation_notice_is_never_the_cause():
+    log = START + ("/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml "
+                   "package is deprecated. Please install nvidia-ml-py instead.\n")
+    result = analyze(log.encode())
+    assert result.root_cause is None and result.verdict == "no_error"
+
+
+def test_a_warning_that_says_what_is_wrong_is_the_cause_when_nothing_else_is():
+    log = START + ("/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:129: UserWarning: CUDA "
+                   "initialization: The NVIDIA driver on your system is too old (found version 11040).\n")
+    root = analyze(log.encode()).root_cause
+    assert (root.exception, root.message.split(":")[0]) == ("UserWarning", "CUDA initialization")
+
+
+def test_an_error_shown_but_not_stated_is_not_captured():
+    """The excerpt ends inside the traceback: its exception line is missing, so the answer
+    says so and where it stopped, rather than 'no error'."""
+    log = START + ("During handling of the above exception, another exception occurred:\n\n"
+                   "Traceback (most recent call last):\n")
+    result = analyze(log.encode())
+    assert result.root_cause is None
+    assert result.verdict == "not_captured"
+    assert any("line 2" in note and "not in this excerpt" in note for note in result.notes)
+
+
+def test_a_progress_bar_another_process_redraws_does_not_continue_a_message():
+    log = START + ("ValueError: No available memory for the cache blocks.\n"
+                   "Loading safetensors checkpoint shards:  50% Completed | 32/64 [00:31<00:31, 1.0s/it]\n")
+    root = analyze(log.encode()).root_cause
+    assert root.message == "No available memory for the cache blocks."
+
+
+def test_a_log_whose_only_error_is_logged_at_warning_level_names_it_on_its_line():
+    """WARNING lines are skipped by the pre-filter; a log that holds nothing else reads the
+    first and the last of them, numbered where they are, on any page."""
+    info = "".join(f"INFO 05-01 12:00:{i % 60:02d} [metrics.py:1] Avg prompt throughput: {i}.0 tokens/s\n"
+                   for i in range(20_000))
+    warning = ("WARNING 05-01 12:01:00 [_custom_ops.py:21] Failed to import from vllm._C with "
+               "ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')\n")
+    retried = "WARNING 05-01 12:00:30 [client.py:9] Retrying after a connection error\n"
+    log = START + retried * 40 + info + warning + info
+    root = analyze(log.encode()).root_cause
+    assert root.exception == "ImportError"
+    assert root.line_number == 1 + 40 + 20_000 + 1
