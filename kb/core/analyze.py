@@ -53,10 +53,12 @@ class Analyzer:
         self._started = False
         self._profile: Profile | None = None
         self._wrapped = ""  # a hard-wrapped line waiting for its continuation
+        self._wrapped_first = 0  # ... and the number of its first piece
+        self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
+        self._held_first = 0
         # the first and the last WARNING lines with an error anchor, numbered (kept unparsed)
         self._first_warnings: list[tuple[int, bytes]] = []
         self._last_warnings: deque[tuple[int, bytes]] = deque(maxlen=WARNING_LINES_KEPT)
-        self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
         self._scan = scan.PageScan(use_hyperscan)  # None: hyperscan when installed
         self._extractor = Extractor()
         self._context = ContextCollector()
@@ -85,11 +87,11 @@ class Analyzer:
         self._learn(final=True)
         self._drain(final=True)
         if self._wrapped:
-            self._line(self._lines_before, self._wrapped, True)
+            self._line(self._lines_before, self._wrapped, True, self._wrapped_first)
             self._wrapped = ""
         if self._held is not None:
             held, self._held = self._held, None
-            self._line(self._lines_before, held, True)
+            self._line(self._lines_before, held, True, self._held_first)
         found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
         if root is None and (self._first_warnings or self._last_warnings):  # nothing but warnings: read them
@@ -315,8 +317,9 @@ class Analyzer:
                 return
             end, number = line_start, number - 1
 
-    def _line(self, number: int, raw: bytes | str | Peeled, may_hold_secret: bool) -> None:
-        """Parse one line (bytes as read; str or Peeled when rejoined from wrapped pieces)."""
+    def _line(self, number: int, raw: bytes | str | Peeled, may_hold_secret: bool, first: int | None = None) -> None:
+        """Parse one line (bytes as read; str or Peeled when rejoined from the wrapped
+        pieces `first`..`number`: the line is numbered where it starts)."""
         peeled = raw if isinstance(raw, Peeled) else None
         text = peeled.text if peeled else raw if isinstance(raw, str) else raw[:MAX_LINE].decode("utf-8", "replace")
         profile = self._profile
@@ -324,14 +327,16 @@ class Analyzer:
             if profile.wrap_width:
                 if self._wrapped and (starts_record(peel(text, profile).text) or self._code_after_frame(text)):
                     held, self._wrapped = self._wrapped, ""  # the cut line ended where its record did
-                    self._line(number - 1, held, True)
+                    self._line(number - 1, held, True, self._wrapped_first)
                 if continues(text.rstrip("\r"), profile.wrap_width):
+                    if not self._wrapped:
+                        self._wrapped_first = number
                     self._wrapped += text.rstrip("\r")
                     return
                 if self._wrapped:
-                    text, self._wrapped = self._wrapped + text, ""
+                    text, self._wrapped, first = self._wrapped + text, "", self._wrapped_first
             elif profile.inner_wrap_width:
-                peeled = self._inner_wrap(number, text, profile)
+                peeled, first = self._inner_wrap(number, text, profile)
                 if peeled is None:
                     return
                 text = peeled.text
@@ -345,7 +350,9 @@ class Analyzer:
             self._redactions += count
         if peeled is not None:
             peeled.text = text
-        line = parse_line(number, peeled if peeled is not None else text, self._profile)
+        line = parse_line(number if first is None else first, peeled if peeled is not None else text, self._profile)
+        if first is not None:
+            line.pieces = number - first + 1
         if len(self._extractor.found) < MAX_FOUND or line.level not in ("ERROR", "CRITICAL"):
             self._extractor.feed(line)
         self._context.feed(line)
@@ -358,24 +365,24 @@ class Analyzer:
         frame = FRAME.match(parse_line(0, self._wrapped, self._profile).body)
         return frame is not None and frame["func"] is not None
 
-    def _inner_wrap(self, number: int, text: str, profile: Profile) -> Peeled | None:
+    def _inner_wrap(self, number: int, text: str, profile: Profile) -> tuple[Peeled | None, int | None]:
         """A capture that prefixed each piece of a wrapped line: a piece whose text (the
-        capture peeled) fills the width goes on in the next line of its stream. None
-        while the line is held for its continuation."""
-        peeled = peel(text, profile)
+        capture peeled) fills the width goes on in the next line of its stream. The line
+        (None while it is held for its continuation) and the number of its first piece."""
+        peeled, first = peel(text, profile), None
         cut = continues(peeled.text.rstrip("\r"), profile.inner_wrap_width or 0)
         held, self._held = self._held, None
         if held is not None:
             if peeled.stream == held.stream and not starts_record(peeled.text):
                 held.text += peeled.text
-                peeled = held
+                peeled, first = held, self._held_first
             else:
-                self._line(number - 1, held, True)
+                self._line(number - 1, held, True, self._held_first)
         if cut:
             peeled.text = peeled.text.rstrip("\r")
-            self._held = peeled
-            return None
-        return peeled
+            self._held, self._held_first = peeled, number if first is None else first
+            return None, None
+        return peeled, first
 
 
 def analyze(data: bytes) -> Analysis:

@@ -286,7 +286,8 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         for atom in _BY_FIRST.get(text[:1], _ANY_START):
             match = atom.pattern.match(text)
             if match is not None and match.end() > 0:
-                if atom.name == "rfc3339" and _LEVEL_WORD.match(text, match.end()) and not known_engine_prefix(text[match.end():]):
+                if (atom.name == "rfc3339" and _LEVEL_WORD.match(text, match.end())
+                        and not known_engine_prefix(text[match.end():], specific=True)):
                     continue  # the engine logger's own timestamp and level (TGI)
                 atom_match = (atom.name, match)
                 break

@@ -58,7 +58,7 @@ def _fold(text: str) -> str:
 # Log tags some labels keep at the head of the message and others as the exception: the
 # same text a person reads, so they are compared without them.
 _LOG_TAG = re.compile(r"^(?:\[TensorRT-LLM\]\[ERROR\] ?)+")
-LOG_TAG_EXCEPTIONS = {"[TensorRT-LLM][ERROR]"}
+LOG_TAG_EXCEPTIONS = {"[TensorRT-LLM][ERROR]", "[TRT] [E]"}
 
 
 _ELISION = re.compile(r"\s*(?:\.\.\.|…)")
@@ -103,10 +103,19 @@ def _context_equal(name: str, got: Any, expected: Any) -> bool:
     return str(got).lower() == str(expected).lower()
 
 
+_PYDANTIC_INNER = re.compile(r"\b(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.S)
+
+
 def _root_matches(root, expected: dict[str, Any]) -> tuple[bool, bool]:
     """(exception right, message right) of the analyzer's root cause against one label.
-    A label whose exception is only a log tag names no kind: the message decides."""
+    A label whose exception is only a log tag names no kind: the message decides. A
+    label that keeps pydantic's ValidationError also names the error it wraps, which is
+    what the analyzer reports (kb.core.tracebacks._unwrap_validation_error)."""
     want = expected.get("exception") or ""
+    inner = _PYDANTIC_INNER.search(expected.get("message") or "") if want.endswith("ValidationError") else None
+    if inner is not None and canonical_exception(root.exception) != canonical_exception(want):
+        expected = {"exception": f"{inner.group(1)}Error", "message": inner.group(2)}
+        want = expected["exception"]
     exception_ok = canonical_exception(root.exception) == canonical_exception(want) or (
         want in LOG_TAG_EXCEPTIONS and root.kind != "python")
     return exception_ok, message_matches(root.message, expected.get("message") or "")
@@ -131,7 +140,7 @@ def evaluate_case(case: Case, analysis: Analysis) -> CaseResult:
             (root is not None and root.truncated) or analysis.verdict == "not_captured"):
         # the exception line is not in the excerpt: the honest answer is "truncated"
         head = _fold(expected.get("message") or "")[:40]
-        recoverable = bool(head) and head not in _fold(text)
+        recoverable = not head or head not in _fold(text)  # a label without a message: nothing to find
     result = CaseResult(case.id, case.label.get("failure_class", "?"), exception_ok, message_ok, recoverable,
                         got=f"{got_exc}: {_fold(got_msg)[:100]}", expected=f"{expected.get('exception')}: {_fold(expected.get('message') or '')[:100]}")
     for name in CONTEXT_FIELDS:

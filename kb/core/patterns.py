@@ -79,6 +79,9 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("py-logging", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- |[\w.]+ \d+ (?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)"),
            "2025-04-15 13:37:25,916 ERROR worker.py:422 -- Unhandled error",
            "Ray and xinference use Python logging with a comma before milliseconds", header=True, starts='0123456789'),
+    Prefix("deepspeed", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] \[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[(?P<src>[\w.]+:\d+)(?::\w+)?\]\s?"),
+           "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py'] exits with return code = -9",
+           "DeepSpeed's logger: bracketed time, level and file:line:function", header=True, starts='['),
     Prefix("torchrun-old", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] [\w.]+: \[(?P<level>\w+)\]\s?"),
            "[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)",
            "torchrun before 2.2 logged with a bracketed timestamp", header=True, starts='['),
@@ -117,9 +120,11 @@ def by_first_char(entries):
 _PREFIXES_BY_FIRST, _PREFIXES_ANYWHERE = by_first_char(PREFIXES)
 
 
-def known_engine_prefix(text: str) -> bool:
-    """Does an engine logger's record header start `text`?"""
-    return any(p.header and p.pattern.match(text) for p in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANYWHERE))
+def known_engine_prefix(text: str, specific: bool = False) -> bool:
+    """Does an engine logger's record header start `text`? `specific`: one that says more
+    than a bare level word."""
+    return any(p.header and (not specific or p.name != "level-word") and p.pattern.match(text)
+               for p in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANYWHERE))
 
 
 _PROCESS_LABELS = tuple(p for p in PREFIXES if p.name in ("vllm-process", "torch-rank"))
@@ -153,9 +158,10 @@ EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|nccl[A-Z]\w*Error
 # Outside a traceback a bare "Name: text" is only an exception when it is named like one.
 EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$")
 # An exception named anywhere in a line: "Name: message" or the repr form "Name('message')".
-# The name ends like an exception class; ncclXxxError names are lower-case first.
+# The name ends like an exception class (a module path or a C++ namespace before it);
+# ncclXxxError names are lower-case first.
 EXCEPTION_MENTION = _r(
-    r"(?<![\w.])(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning))"
+    r"(?<![\w.:])(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning))"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
 TRAILING_SOURCE = _r(r"\s{3,}[\w.-]+\.py:\d+\s*$")
@@ -197,7 +203,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "TensorRT-LLM's C++ runtime logs fatal errors with this tag, often without a Python exception",
          exception="[TensorRT-LLM][ERROR]", role="root", kind="cpp", anchors=("[TensorRT-LLM][ERROR]",)),
     Rule("ggml-assert",
-         _r(r"(?P<msg>GGML_ASSERT\(.*\) failed)"),
+         _r(r"(?P<msg>GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: .+)"),
          "/src/llama.cpp/ggml/src/ggml.c:3921: GGML_ASSERT(ggml_nelements(a) == ne0*ne1) failed",
          "llama.cpp / ggml abort on a failed assertion; the condition names the cause",
          exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",)),
@@ -217,10 +223,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a kernel was not built for this GPU's compute capability",
          exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image",)),
     Rule("cuda-error-line",
-         _r(r"(?P<msg>\b(?:CUDA (?:driver |runtime )?error\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
+         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?error\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
          "a C/C++ library's CUDA check: the CUDA error name or code says what failed",
-         exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_")),
+         exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error")),
     Rule("illegal-instruction",
          _r(r"(?P<msg>.*(?:signal: illegal instruction|Illegal instruction|SIGILL: illegal instruction).*)$"),
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",
@@ -237,7 +243,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a Go program (ollama) aborted on a panic; the goroutine dump follows",
          exception="Go panic", role="root", kind="cpp", anchors=("panic: ",)),
     Rule("launcher-signal",
-         _r(r"(?P<msg>.*(?:exits with return code = -(?P<signal>\d+)|exited on signal (?P<signal2>\d+)|signaled to shutdown with signal (?P<signal3>\d+)|terminated with signal (?P<signal4>\d+)).*)$"),
+         _r(r"(?:\[(?:'[^']*'(?:, )?)+\] )?(?P<msg>.*(?:exits with return code = -(?P<signal>\d+)|exited on signal (?P<signal2>\d+)|signaled to shutdown with signal (?P<signal3>\d+)|terminated with signal (?P<signal4>\d+)).*)$"),
          "[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] exits with return code = -9",
          "DeepSpeed, mpirun and TGI report a child killed by a signal (9: usually the host OOM killer)",
          exception="signal", role="confirmation", kind="signal", anchors=("return code = -", "exited on signal", "with signal")),
@@ -247,10 +253,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Ray's memory monitor killed a worker: the host ran out of memory",
          exception="SIGKILL", role="confirmation", kind="oom_kill", anchors=("memory pressure", "Memory on the node")),
     Rule("tensorrt-error",
-         _r(r"^\[TRT\] \[E\] (?P<msg>.+)$"),
+         _r(r"^(?:\[TRT\] \[E\] |\[E\] (?:\[TRT\] )?(?:Error\[\d+\]: )?)(?P<msg>.+)$"),
          "[TRT] [E] 6: The engine plan file is generated on an incompatible device, expecting compute 8.0 got compute 8.9, please rebuild.",
-         "TensorRT's logger at error severity; the first one is the trigger, later ones are consequences",
-         exception="[TRT] [E]", role="root", kind="cpp", anchors=("[TRT] [E]",)),
+         "TensorRT's logger at error severity (Python's trt.Logger, trtexec's '[E] Error[n]:'); the first one is the trigger, later ones are consequences",
+         exception="TensorRT error", role="root", kind="cpp", anchors=("[TRT] [E]", "[E] ")),
     Rule("torch-elastic-signal",
          _r(r"(?P<msg>failed \(exitcode: -(?P<signal>\d+)\) local_rank: .*)$"),
          "failed (exitcode: -9) local_rank: 0 (pid: 62498) of binary: /usr/bin/python",
@@ -366,14 +372,10 @@ SYMPTOMS: tuple[Rule, ...] = (
          "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly",
          "the pool lost a child; the child's error is the cause",
          anchors=('BrokenProcessPool', 'process pool')),
-    Rule("subprocess-exit", _r(r"CalledProcessError: Command .* returned non-zero exit status|died with <Signals"),
+    Rule("subprocess-exit", _r(r"Command .* returned non-zero exit status|died with <Signals"),
          "subprocess.CalledProcessError: Command '['x']' returned non-zero exit status 1.",
          "a launcher reporting that its child failed",
-         anchors=('CalledProcessError', 'died with <Signals')),
-    Rule("trt-internal-assert", _r(r"Error Code 2: Internal Error \(Assertion"),
-         "[TRT] [E] 2: [engine.cpp::deserializeEngine::1148] Error Code 2: Internal Error (Assertion engine->deserialize(start, size, allocator, runtime) failed. )",
-         "TensorRT's internal assertion after an earlier, specific error",
-         anchors=('Error Code 2',)),
+         anchors=('returned non-zero exit status', 'died with <Signals')),
 )
 
 # Errors that are consequences of a failure elsewhere (another rank, an earlier kernel).

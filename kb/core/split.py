@@ -26,6 +26,7 @@ class LogLine:
     engine: str | None = None  # the engine whose log format the prefix is
     stream: str | None = None  # the capture's label (srun task, MPI rank, container, host)
     host: str | None = None
+    pieces: int = 1  # physical lines it was rejoined from (a hard-wrapped copy)
 
     @property
     def record(self) -> tuple[str | None, str | None, str | None, str | None]:

@@ -102,7 +102,7 @@ class Extractor:
         if stream is None:
             stream = self.streams[line.key] = _Stream(key=line.key)
         contiguous = line.number - stream.last_number <= 1
-        stream.last_number = line.number
+        stream.last_number = line.number + line.pieces - 1
         body = line.body
         stripped = body.strip()
 
@@ -269,7 +269,8 @@ class Extractor:
                 stream.cpp = None
             return bool(stripped) and not stripped.startswith("terminate called")
         if cpp.event.message and contiguous and "Traceback" not in stripped:
-            cpp.event.message += "\n" + stripped
+            if not _is_boilerplate(stripped):
+                cpp.event.message += "\n" + stripped
             return True
         if not cpp.event.message and stripped.strip("'") == "":
             return True
@@ -318,7 +319,8 @@ class Extractor:
             for rule in _ERROR_RULES.candidates(stripped):
                 match = rule.pattern.search(stripped)
                 if match:
-                    self._from_rule(line, stream, rule, match)
+                    if not self._mention_before(line, stream, stripped, match.start()):
+                        self._from_rule(line, stream, rule, match)
                     return
             if self._mention(line, stream, stripped):
                 return
@@ -373,6 +375,15 @@ class Extractor:
             stream.continuation_of = found
             stream.continuation_lines = 0
         return True
+
+    def _mention_before(self, line: LogLine, stream: _Stream, stripped: str, position: int) -> bool:
+        """A Python exception named before an error rule's text (`RuntimeError: Error in
+        model execution: CUDA error: ...`) is what was raised: the rule's text is its
+        message. Taken as the mention, then."""
+        mention = P.EXCEPTION_MENTION.search(stripped, 0, max(position, 0))
+        if mention is None or mention["repr"] is not None or mention["exc"].endswith("Warning"):
+            return False
+        return self._mention(line, stream, stripped)
 
     def _add(self, stream: _Stream, found: Found) -> None:
         stream.last_found = found

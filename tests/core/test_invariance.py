@@ -18,18 +18,8 @@ LOGS = sorted(p for p in FIXTURES.iterdir() if p.name.endswith((".log", ".log.gz
 # already carry one, a repr mention under a per-line timestamp, and messages continued
 # across a wrap are the open families.
 KNOWN_SHAPE_GAPS = {
-    "ray-ollama-go-runtime-sigill-goroutine-dump.log",
 }
-KNOWN_WRAP_GAPS = {
-    "80-multiline-exception-message-tab-indented-continuation.log",
-    "80-pydantic-modelconfig-value-error.log",
-    "80-pydantic-speculativeconfig-eagle3-unsupported-target.log",
-    "80-ray-worker-watchdog-abort-then-actor-died.log",
-    "120-multiline-exception-message-tab-indented-continuation.log",
-    "120-pydantic-modelconfig-value-error.log",
-    "120-pydantic-speculativeconfig-eagle3-unsupported-target.log",
-    "120-ray-worker-watchdog-abort-then-actor-died.log",
-}
+KNOWN_WRAP_GAPS: set[str] = set()
 
 
 def _gap(known: set, key: str):
