@@ -98,7 +98,7 @@ class Analyzer:
             for number, raw in sorted(dict([*self._first_warnings, *self._last_warnings]).items()):
                 self._line(number, raw, True)
             found = self._extractor.finish()
-            root, symptoms = choose(found, self._extractor.last_info)
+            root, symptoms = choose(found, self._extractor.last_info, benign=False)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
             self._notes.append(not_captured([root, *symptoms]))

@@ -121,6 +121,8 @@ CONTEXT_LITERALS: tuple[str, ...] = tuple(sorted({form for a, caseless in _ENTRI
 _LINE_SCAN = scan.LiteralSet([a for a, _ in _ENTRIES],
                               caseless=frozenset(n for n, (_, caseless) in enumerate(_ENTRIES) if caseless))
 
+_UNSET = frozenset({"None", "null", "none", "auto"})
+
 # A package inventory (collect_env's `[pip3] sglang==0.4.6`, pip freeze) lists what is
 # installed, not what ran: no engine evidence.
 _INVENTORY = _r(r"^\s*(?:\[(?:pip3?|conda)\]\s|[A-Za-z][\w.-]*==\d)")
@@ -189,8 +191,8 @@ class ContextCollector:
             if name in self.values:
                 continue
             match = pattern.search(body)
-            if match:
-                self.values[name] = match.group(1) if match.groups() else "1"
+            if match and (value := match.group(1) if match.groups() else "1") not in _UNSET:
+                self.values[name] = value  # an argument dump's `quantization=None` says nothing yet
         if any(_IS_GPU[i] for i in found) and len(self.gpus) < 64:
             for match in _GPU.finditer(body):
                 name = match.group(1).strip()
@@ -292,7 +294,7 @@ class ContextCollector:
             found = self._phase_from_frames(other_frames or [], engine)
             if found:
                 return found
-        stage_order = ["weight_loading", "kv_cache_profiling", "cuda_graph_capture", "serving"]
+        stage_order = ["weight_loading", "kv_cache_profiling", "cuda_graph_capture", "training", "serving"]
         reached = [phase for number, phase in self.phase_markers if crash_line is None or number <= crash_line]
         if reached:
             return max(reached, key=stage_order.index)

@@ -208,7 +208,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "llama.cpp / ggml abort on a failed assertion; the condition names the cause",
          exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",)),
     Rule("glibc-assert",
-         _r(r"(?P<msg>[^\s:]+: [^\s:]+:\d+: [^:]+: Assertion [`'].+['`] failed\.)"),
+         _r(r"(?P<msg>[^\s:]+: [^\s:]+:\d+: .+?: Assertion [`'].+['`] failed\.)"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
          "glibc's assert(): program, file:line, function, condition; the process aborts next",
          exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",)),
@@ -329,6 +329,13 @@ SYMPTOMS: tuple[Rule, ...] = (
          "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
          "vLLM V1's API server wraps any engine-core start-up failure in this message",
          anchors=('Engine core initialization failed',)),
+    Rule("process-failed-to-start", _r(r"^[\w.-]+(?: [\w.-]+)? failed to start\.?$"),
+         "EngineCore failed to start.",
+         "a process reports that it (or its child) did not start, without saying why",
+         anchors=('failed to start',)),
+    Rule("see-the-error-log", _r(r"(?:please |Please )?(?:check|see) the (?:error )?log\b"),
+         "AssertionError: Engine building failed, please check the error log.",
+         "points at errors logged before it", anchors=('the error log', 'the log')),
     Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
          "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",
          "vLLM V1's executor reports that one worker died during start-up",
@@ -470,7 +477,7 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
 # crash wins (stages only move forward during a launch). A line is only searched for a
 # marker whose anchors it holds (in any case where the pattern ignores case).
 PHASE_MARKERS: tuple[Rule, ...] = (
-    Rule("weight-loading", _r(r"Loading (?:safetensors|pt) checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"),
+    Rule("weight-loading", _r(r"Loading (?:safetensors |pt |)checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"),
          "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read", phase="weight_loading",
          anchors=("Loading ", "Starting to load model", "load_weights", "Load weight begin")),
     Rule("kv-profiling", _r(r"Loading model weights took|Model loading took|Memory profiling takes|Available KV cache memory|# GPU blocks|KV cache is|determine_num_available_blocks|Load weight end|Memory pool end"),
@@ -481,6 +488,9 @@ PHASE_MARKERS: tuple[Rule, ...] = (
     Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph begin|capturing CUDA graph", re.I),
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture",
          anchors=("captur",)),  # in any case, as the pattern
+    Rule("training", _r(r" loss=|'loss': |'grad_norm': "),
+         "[2025-03-11 10:41:31,214] [INFO] step 1/1200 loss=2.0431 lr=2.0e-06", "the training loop logs its loss",
+         phase="training", anchors=(" loss=", "'loss': ", "'grad_norm': ")),
     Rule("serving", _r(r"Application startup complete|Uvicorn running on|Avg prompt throughput|The server is fired up|Connected|POST /v1/|Prefill batch\.|Decode batch\.|Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took|Starting vLLM API server|Available routes are|chat_completions\{|generate_stream|text_generation_router::infer"),
          "INFO:     Application startup complete.", "the server accepted requests", phase="serving",
          anchors=("Application startup complete", "Uvicorn running on", "Avg prompt throughput",

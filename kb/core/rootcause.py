@@ -57,12 +57,14 @@ class Group:
     recovered: bool = False
 
 
-def choose(found: list[Found], last_info: dict[str | None, int] | None = None) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
+def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
+           benign: bool = True) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
     """Return (root cause, symptoms set aside) from everything found in the log.
     `last_info` maps each process to the line of its last INFO record: a process that
     went on logging normally after an error, while a later error ended the run,
-    recovered from the first one."""
-    groups = [g for g in _group(_without_copies(found)) if g.tier != "noise"]
+    recovered from the first one. `benign=False`: a benign error (recovered, teardown)
+    is never the answer, not even the only one."""
+    groups = [g for g in _group(_without_copies(found)) if g.tier != "noise" and (benign or g.tier != "benign")]
     if not groups:
         return None, []
     _mark_recovered(groups, last_info or {})

@@ -353,7 +353,8 @@ class Extractor:
                            reason=rule.why)
         found = Found(event, line.level, line.timestamp, line.record)
         self._add(stream, found)
-        if rule.kind == "python":
+        if rule.kind == "python" or event.message.endswith(":"):
+            # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text)
             stream.continuation_of = found
             stream.continuation_lines = 0
 
