@@ -79,10 +79,10 @@ ATOMS: tuple[Prefix, ...] = (
          "(RayWorkerWrapper pid=30507, ip=10.0.0.23) Traceback (most recent call last):",
          "Ray's log monitor forwards a remote actor's output to the driver behind its name, pid and node ip",
          starts="("),
-    Prefix("srun-label", lazy(r"^ {0,4}(?P<stream>\d{1,5}): "),
+    Prefix("srun-label", lazy(r"^(?P<stream>\d{1,5}): "),
          "3: Traceback (most recent call last):",
-         "srun --label: the task id (padded to the width of the largest), even on a one-line excerpt",
-         starts=" 0123456789"),
+         "srun --label: the task id (zero-padded to the width of the largest), even on a one-line excerpt "
+         "(indented numbers are a backtrace's frames)", starts="0123456789"),
     Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
          "[1,3]<stderr>:Traceback (most recent call last):",
          "Open MPI's --tag-output: [jobid,rank]<stream>:", starts="["),
@@ -225,6 +225,14 @@ def _goes_on(text: str, profile: Profile | None) -> bool:
 
 
 _BORDERS = "|+-=─│┃║╗╝┐┘"
+_RULE_CHARS = "-=─"  # a rule line's: a border only as a run ("main-dora-" is a word cut)
+
+
+def _ends_with_border(text: str) -> bool:
+    last = text[-1:]
+    if last in _RULE_CHARS:
+        return len(text) >= 3 and text[-3:] == last * 3
+    return bool(last) and last in _BORDERS
 
 
 def _cut_inside(text: str) -> bool:
@@ -232,7 +240,7 @@ def _cut_inside(text: str) -> bool:
     right-aligned to it (rich's `   local_server.py:108` source column)."""
     body = text[:-1] if text.endswith(" ") else text  # a cut may fall on one space, not on padding
     last = body[-1:]
-    return bool(last) and not last.isspace() and last not in _BORDERS and not _RIGHT_ALIGNED.search(body)
+    return bool(last) and not last.isspace() and not _ends_with_border(body) and not _RIGHT_ALIGNED.search(body)
 
 
 _RIGHT_ALIGNED = re.compile(r"\S {3,}\S+$")
@@ -241,7 +249,7 @@ _RIGHT_ALIGNED = re.compile(r"\S {3,}\S+$")
 def continues(text: str, width: int) -> bool:
     """In a copy wrapped at `width`, does this line go on on the next one? A cut may fall
     on a space; a table border ends its own line."""
-    return len(text) == width and text[-1:] not in _BORDERS
+    return len(text) == width and not _ends_with_border(text)
 
 
 def rejoin(lines, width: int):

@@ -533,13 +533,13 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
 BLOCK_ANCHORS: tuple[str, ...] = (
     "Traceback", 'File "', 'File \\"', "Error", "error", "Exception", "terminate called", "what():",
     "Fatal", "Segmentation fault", "most recent call first",
-)
+) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on
 # Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (
     "ERROR", "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA",
-) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)
+)
 
 
 # Every redaction rule needs one of these literals on its line (kb.core.redact).

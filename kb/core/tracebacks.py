@@ -442,7 +442,8 @@ _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 
 def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
-    if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ")):
+    if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
+                            "stack backtrace:", "note: run with `RUST_BACKTRACE")):
         return True
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped):
         return True  # a warning, a progress bar redrawn by another process: not the message
