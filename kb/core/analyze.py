@@ -56,6 +56,7 @@ class Analyzer:
         self._wrapped_first = 0  # ... and the number of its first piece
         self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
         self._held_first = 0
+        self._page_cut = self._previous_cut = False  # a page cut inside a line that never ends
         # the first and the last WARNING lines with an error anchor, numbered (kept unparsed)
         self._first_warnings: list[tuple[int, bytes]] = []
         self._last_warnings: deque[tuple[int, bytes]] = deque(maxlen=WARNING_LINES_KEPT)
@@ -228,6 +229,7 @@ class Analyzer:
                 return newline + 1
             if size - target > MAX_LINE * 4:
                 self.secret_lines_complete = False  # a secret may straddle the cut
+                self._page_cut = True
                 return size
         if final:
             return size
@@ -237,6 +239,9 @@ class Analyzer:
         """Parse the lines worth parsing in block[begin:end] (whole lines, but for the
         last line of the log); block[begin] is at `offset` in the log."""
         assert self._profile is not None
+        if self._previous_cut:  # the last page ended inside a line, counted there: not again
+            self._lines_before -= 1
+        self._previous_cut, self._page_cut = self._page_cut, False
         if self._profile.wrap_width or self._profile.inner_wrap_width:
             # A terminal copy: anchors may be cut by the wrap, so every line is read (and
             # the stored log is redacted whole: a secret may be cut by the wrap too).

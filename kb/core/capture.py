@@ -327,7 +327,7 @@ def _docker_json(out: Peeled) -> None:
         return
     try:
         record = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON after all, or nested past the parser's depth
         return
     if not isinstance(record, dict) or not isinstance(record.get("log"), str):
         return
