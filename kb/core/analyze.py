@@ -11,7 +11,7 @@ from collections import deque
 
 from kb.core import scan
 from kb.core.scan import WARNING_LINES_KEPT
-from kb.core.capture import Peeled, Profile, continues, peel
+from kb.core.capture import Peeled, Profile, continues, peel, same_head
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.patterns import FRAME, starts_record
@@ -330,7 +330,8 @@ class Analyzer:
         profile = self._profile
         if profile is not None and isinstance(raw, (bytes, bytearray)):
             if profile.wrap_width:
-                if self._wrapped and (starts_record(peel(text, profile).text) or self._code_after_frame(text)):
+                if self._wrapped and (starts_record(peel(text, profile).text) or same_head(self._wrapped, text)
+                                      or self._code_after_frame(text)):
                     held, self._wrapped = self._wrapped, ""  # the cut line ended where its record did
                     self._line(number - 1, held, True, self._wrapped_first)
                 if continues(text.rstrip("\r"), profile.wrap_width):

@@ -83,9 +83,9 @@ ATOMS: tuple[Prefix, ...] = (
          "3: Traceback (most recent call last):",
          "srun --label: the task id (zero-padded to the width of the largest), even on a one-line excerpt "
          "(indented numbers are a backtrace's frames)", starts="0123456789"),
-    Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:\s?"),
+    Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:"),
          "[1,3]<stderr>:Traceback (most recent call last):",
-         "Open MPI's --tag-output: [jobid,rank]<stream>:", starts="["),
+         "Open MPI's --tag-output: [jobid,rank]<stream>: and the output right after it", starts="["),
 )
 
 _BY_FIRST, _ANY_START = by_first_char(ATOMS)
@@ -124,7 +124,7 @@ class Profile:
             if inner and _prefixed_continuations(bodies, inner):
                 profile.inner_wrap_width = inner
                 return profile
-        profile.wrap_width = _wrap_width(lines, profile)
+        profile.wrap_width = _wrap_width([clean(line) for line in lines], profile)  # as a terminal shows them
         if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
             profile.heads, profile.head_names = [], []
             profile._learn_heads(list(rejoin(lines, profile.wrap_width)))
@@ -176,6 +176,17 @@ def _head_shape(body: str) -> str | None:
     return f"(?P<stream>{shape}){re.escape(sep)}"
 
 
+_DIGITS = re.compile(r"\d+")
+
+
+def same_head(line: str, following: str) -> bool:
+    """Does `following` start the way `line` does (`[80746] [rank0]:[E321 ...` then
+    `[80747] [rank4]:[E321 ...`, digits aside)? Then it is the next record of the same
+    writer, not the rest of a cut line: a cut falls anywhere, mid-word."""
+    head = _DIGITS.sub("0", line[:24])[:12]
+    return len(head) == 12 and not head.isalnum() and _DIGITS.sub("0", following[:24])[:12] == head
+
+
 def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
     """Was the program's output wrapped before its capture prefixed each line? Then the
     piece after a cut carries the same capture layers as the cut one."""
@@ -198,8 +209,9 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
         return None
     cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)]
     followed = [i for i in cut if i + 1 < len(texts)]
-    new_record = [starts_record(peel(texts[i + 1], profile).text) for i in followed]
-    tails = sum(1 for i, new in zip(followed, new_record) if 0 < lengths[i + 1] < width and not new)
+    new_record = [starts_record(peel(texts[i + 1], profile).text) or same_head(texts[i], texts[i + 1])
+                  for i in followed]
+    tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     records = sum(new_record)
     distinct = len({texts[i] for i in cut})
     if (len(cut) >= 2 and distinct >= 2 and tails >= 1 and records * 2 <= len(followed)
@@ -212,6 +224,15 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
 
 
 # Terminal widths people copy from (the default 80 and the common larger windows).
+def _after_run(lengths: list[int], i: int, width: int) -> int:
+    """Length of the first line after the run of full-width lines from line i (0: none):
+    a line cut several times ends in one shorter piece."""
+    j = i + 1
+    while j < len(lengths) and lengths[j] == width:
+        j += 1
+    return lengths[j] if j < len(lengths) else 0
+
+
 _TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240})
 _STRUCTURE = ("Traceback (", 'File "', "During handling", "The above exception")
 
@@ -248,7 +269,10 @@ _RIGHT_ALIGNED = re.compile(r"\S {3,}\S+$")
 
 def continues(text: str, width: int) -> bool:
     """In a copy wrapped at `width`, does this line go on on the next one? A cut may fall
-    on a space; a table border ends its own line."""
+    on a space; a table border ends its own line. Width as the terminal shows the line
+    (colour codes take no column)."""
+    if "\x1b" in text or "\r" in text:
+        text = clean(text)
     return len(text) == width and not _ends_with_border(text)
 
 

@@ -190,9 +190,20 @@ def _ansi(cap: _Capture, line: str) -> str:
 
 
 def _wrap(width: int):
+    """A copy from a terminal `width` columns wide: what it showed (no colour codes, a
+    redrawn progress bar as its last state), cut every `width` characters."""
     def shape(cap: _Capture, lines: list[str], open_last: bool) -> list[str]:
-        return [line[i:i + width] for line in lines for i in range(0, len(line) or 1, width)]
+        shown = [_shown(line) for line in lines]
+        return [line[i:i + width] for line in shown for i in range(0, len(line) or 1, width)]
     return shape
+
+
+def _shown(line: str) -> str:
+    line = _SGR.sub("", line)
+    if "\r" in line:
+        parts = [part for part in line.split("\r") if part]
+        line = parts[-1] if parts else ""
+    return line
 
 
 def _per_line(fmt):
