@@ -13,6 +13,9 @@
    died there and the rest is fallout.
 5. In `raise X from e` chains the cause is the root, unless X diagnoses it (says what it
    means rather than repeating it): then X is what a person fixes.
+
+Score terms (one table: _BASE per tier, then _score's adjustments) and confidence (the
+tier's, lowered by a close runner-up: _confidence) are documented where they are set.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
             return _only_wrappers(best, ranked)
     root = _as_event(best)
     root.role = "root"
-    root.confidence = _CONFIDENCE[best.tier]
+    root.confidence = _confidence(best, ranked)
     if best.tier not in ("root-traceback", "root-line", "root-rule"):
         root.reason = f"{best.reason}; chosen because no stronger candidate was found"
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
@@ -145,6 +148,20 @@ def unstated_error(line_number: int, text: str) -> str:
     return (f"the cause was not captured in this log: line {line_number} shows an error was raised "
             f"({text}) but the exception line itself is not in this excerpt. Include the lines "
             "above and below it (the whole traceback, from its first line to the exception line).")
+
+
+_COMPETING = {"root-traceback", "root-line", "root-rule", "root-inferred", "log_error", "truncated"}
+_FULL_MARGIN = 40.0
+
+
+def _confidence(best: Group, ranked: list[Group]) -> float:
+    """The tier's confidence (_CONFIDENCE), lowered when another candidate for the cause
+    scores close: x (0.75 + 0.25 * margin / 40), the margin over the best competing
+    candidate capped at 40 (wrappers, cascades and confirmations point at the cause and
+    do not compete with it)."""
+    others = [_score(g) for g in ranked if g is not best and g.tier in _COMPETING]
+    margin = _FULL_MARGIN if not others else min(max(_score(best) - max(others), 0.0), _FULL_MARGIN)
+    return round(_CONFIDENCE[best.tier] * (0.75 + 0.25 * margin / _FULL_MARGIN), 3)
 
 
 def _score(group: Group) -> float:

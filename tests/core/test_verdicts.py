@@ -50,3 +50,11 @@ def test_a_log_whose_only_error_is_logged_at_warning_level_names_it_on_its_line(
     root = analyze(log.encode()).root_cause
     assert root.exception == "ImportError"
     assert root.line_number == 1 + 40 + 20_000 + 1
+
+
+def test_confidence_falls_when_another_candidate_scores_close():
+    one = START + "Traceback (most recent call last):\n  File \"/x/a.py\", line 1, in f\nKeyError: 'w13_weight'\n"
+    two = one + "Traceback (most recent call last):\n  File \"/x/b.py\", line 2, in g\nValueError: bad shape\n"
+    alone, contested = analyze(one.encode()).root_cause, analyze(two.encode()).root_cause
+    assert alone.exception == contested.exception == "KeyError"  # the earliest of equals
+    assert contested.confidence < alone.confidence
