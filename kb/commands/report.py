@@ -42,6 +42,7 @@ def format_analysis(result: Analysis) -> str:
         ("dtype", ctx.dtype or ""), ("quantization", ctx.quantization or ""),
         ("CUDA_VISIBLE_DEVICES", ctx.cuda_visible_devices or ""),
         ("torch / CUDA", " / ".join(x for x in (ctx.torch_version, ctx.cuda_version) if x)),
+        ("hosts", ", ".join(ctx.hosts[:4]) + (" ..." if len(ctx.hosts) > 4 else "")),
         ("phase", result.phase),
         ("time to crash", f"{result.timing.seconds_to_crash:.1f} s" if result.timing.seconds_to_crash is not None else ""),
     ]

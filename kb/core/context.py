@@ -159,6 +159,7 @@ class ContextCollector:
     values: dict[str, str] = field(default_factory=dict)
     engine_hits: dict[str, int] = field(default_factory=dict)
     gpus: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
     gpu_indices: set[str] = field(default_factory=set)
     phase_markers: list[tuple[int, str]] = field(default_factory=list)
     first_timestamp: str | None = None
@@ -169,6 +170,8 @@ class ContextCollector:
 
     def feed(self, line: LogLine) -> None:
         body = line.body
+        if line.host and len(self.hosts) < 16 and line.host not in self.hosts:
+            self.hosts.append(line.host)
         if line.timestamp:
             if self.first_timestamp is None:
                 self.first_timestamp = line.timestamp
@@ -226,7 +229,7 @@ class ContextCollector:
     # ------------------------------------------------------------------------------------
     def build(self, root: ErrorEvent | None, frames_text: str, frame_files: list[str] | None = None) -> Context:
         v = self.values
-        context = Context()
+        context = Context(hosts=list(self.hosts))
         context.engine = self._engine(frames_text, root)
         version = None
         if context.engine:

@@ -94,6 +94,7 @@ class Context:
     torch_version: str | None = None
     cuda_version: str | None = None
     python_version: str | None = None
+    hosts: list[str] = field(default_factory=list)  # named by the capture (syslog, journald), first seen first
 
 
 @dataclass(frozen=True, slots=True)

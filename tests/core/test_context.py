@@ -44,3 +44,9 @@ def test_an_aside_in_the_message_names_no_phase():
            "of 79.19 GiB of which 1.10 GiB is free. Of the allocated memory 75.1 GiB is allocated by PyTorch, "
            "and 1.2 GiB is reserved by PyTorch but unallocated (e.g., CUDA Graphs).\n")
     assert analyze(log.encode()).phase != "cuda_graph_capture"
+
+
+def test_the_hosts_the_capture_names_are_kept():
+    log = ("May 01 12:00:00 gpu-node-3 vllm[4242]: INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\n"
+           "May 01 12:00:09 gpu-node-7 vllm[4243]: ValueError: bad config\n")
+    assert analyze(log.encode()).context.hosts == ["gpu-node-3", "gpu-node-7"]
