@@ -1,7 +1,7 @@
 """Entry point of the analysis core: raw log bytes in, `Analysis` out. No I/O.
 
 `Analyzer` takes the log in chunks of any size (a 1 GB log never sits in memory: the
-CLI feeds it 8 MB at a time), so memory stays bounded by what was found, not by the
+CLI feeds it 16 MB at a time), so memory stays bounded by what was found, not by the
 log. `analyze(data)` is the one-shot form that the API and the tests use."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import zlib
 from collections import deque
 
 from kb.core import scan
-from kb.core.scan import WARNING_LINES_KEPT
-from kb.core.capture import Peeled, Profile, continues, peel, same_head
+from kb.core.capture import Peeled, Profile, peel
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
-from kb.core.patterns import FRAME, starts_record
 from kb.core.records import Analysis, Timing
 from kb.core.redact import redact, redact_lines
+from kb.core.rejoin import Rejoiner
 from kb.core.rootcause import choose, not_captured, unstated_error
+from kb.core.scan import WARNING_LINES_KEPT
 from kb.core.split import parse_line
 from kb.core.tracebacks import Extractor, _key_label
 
@@ -52,10 +52,7 @@ class Analyzer:
         self._inflater: zlib._Decompress | None = None
         self._started = False
         self._profile: Profile | None = None
-        self._wrapped = ""  # a hard-wrapped line waiting for its continuation
-        self._wrapped_first = 0  # ... and the number of its first piece
-        self._held: Peeled | None = None  # the same inside a capture, peeled (inner wraps)
-        self._held_first = 0
+        self._rejoiner: Rejoiner | None = None  # a hard-wrapped copy's lines, joined back
         self._page_cut = self._previous_cut = False  # a page cut inside a line that never ends
         # the first and the last WARNING lines with an error anchor, numbered (kept unparsed)
         self._first_warnings: list[tuple[int, bytes]] = []
@@ -87,12 +84,8 @@ class Analyzer:
                 self._note_corrupt()
         self._learn(final=True)
         self._drain(final=True)
-        if self._wrapped:
-            self._line(self._lines_before, self._wrapped, True, self._wrapped_first)
-            self._wrapped = ""
-        if self._held is not None:
-            held, self._held = self._held, None
-            self._line(self._lines_before, held, True, self._held_first)
+        for joined in self._rejoiner.flush(self._lines_before) if self._rejoiner is not None else ():
+            self._parse(joined.first, joined.last - joined.first + 1, joined.line, True)
         found = self._extractor.finish()
         root, symptoms = choose(found, self._extractor.last_info)
         if root is None and (self._first_warnings or self._last_warnings):  # nothing but warnings: read them
@@ -172,6 +165,8 @@ class Analyzer:
             lines = lines[:-1]  # the last one may be cut
         self._profile = Profile.learn([line[:MAX_LINE] for line in lines[:HEAD_PROFILE_LINES]])
         self._scan.capture_prefix = self._capture_prefix if self._profile.captured else None
+        if self._profile.wrap_width or self._profile.inner_wrap_width:
+            self._rejoiner = Rejoiner(self._profile)
 
     def _capture_prefix(self, raw: bytes) -> int:
         """Bytes at the head of `raw` that the capture added (0 when none, or when the
@@ -322,30 +317,19 @@ class Analyzer:
                 return
             end, number = line_start, number - 1
 
-    def _line(self, number: int, raw: bytes | str | Peeled, may_hold_secret: bool, first: int | None = None) -> None:
-        """Parse one line (bytes as read; str or Peeled when rejoined from the wrapped
-        pieces `first`..`number`: the line is numbered where it starts)."""
-        peeled = raw if isinstance(raw, Peeled) else None
-        text = peeled.text if peeled else raw if isinstance(raw, str) else raw[:MAX_LINE].decode("utf-8", "replace")
-        profile = self._profile
-        if profile is not None and isinstance(raw, (bytes, bytearray)):
-            if profile.wrap_width:
-                if self._wrapped and (starts_record(peel(text, profile).text) or same_head(self._wrapped, text)
-                                      or self._code_after_frame(text)):
-                    held, self._wrapped = self._wrapped, ""  # the cut line ended where its record did
-                    self._line(number - 1, held, True, self._wrapped_first)
-                if continues(text.rstrip("\r"), profile.wrap_width):
-                    if not self._wrapped:
-                        self._wrapped_first = number
-                    self._wrapped += text.rstrip("\r")
-                    return
-                if self._wrapped:
-                    text, self._wrapped, first = self._wrapped + text, "", self._wrapped_first
-            elif profile.inner_wrap_width:
-                peeled, first = self._inner_wrap(number, text, profile)
-                if peeled is None:
-                    return
-                text = peeled.text
+    def _line(self, number: int, raw: bytes, may_hold_secret: bool) -> None:
+        """One line as read; the pieces of a hard-wrapped copy are joined first."""
+        text = raw[:MAX_LINE].decode("utf-8", "replace")
+        if self._rejoiner is None:
+            self._parse(number, 1, text, may_hold_secret)
+            return
+        for joined in self._rejoiner.feed(number, text):
+            self._parse(joined.first, joined.last - joined.first + 1, joined.line, True)
+
+    def _parse(self, number: int, pieces: int, line: str | Peeled, may_hold_secret: bool) -> None:
+        """Parse one whole line (`pieces` physical lines from line `number`)."""
+        peeled = line if isinstance(line, Peeled) else None
+        text = peeled.text if peeled is not None else line
         if len(text) > MAX_LINE:
             text = text[:MAX_LINE]
         if "\x00" in text:  # a NUL may have split a literal the pre-filter looks for
@@ -356,39 +340,11 @@ class Analyzer:
             self._redactions += count
         if peeled is not None:
             peeled.text = text
-        line = parse_line(number if first is None else first, peeled if peeled is not None else text, self._profile)
-        if first is not None:
-            line.pieces = number - first + 1
-        if len(self._extractor.found) < MAX_FOUND or line.level not in ("ERROR", "CRITICAL"):
-            self._extractor.feed(line)
-        self._context.feed(line)
-
-    def _code_after_frame(self, text: str) -> bool:
-        """An indented line after a held piece that is a whole traceback frame line is
-        that frame's code: the frame line merely filled the width."""
-        if not text.startswith("  "):
-            return False
-        frame = FRAME.match(parse_line(0, self._wrapped, self._profile).body)
-        return frame is not None and frame["func"] is not None
-
-    def _inner_wrap(self, number: int, text: str, profile: Profile) -> tuple[Peeled | None, int | None]:
-        """A capture that prefixed each piece of a wrapped line: a piece whose text (the
-        capture peeled) fills the width goes on in the next line of its stream. The line
-        (None while it is held for its continuation) and the number of its first piece."""
-        peeled, first = peel(text, profile), None
-        cut = continues(peeled.text.rstrip("\r"), profile.inner_wrap_width or 0)
-        held, self._held = self._held, None
-        if held is not None:
-            if peeled.stream == held.stream and not starts_record(peeled.text):
-                held.text += peeled.text
-                peeled, first = held, self._held_first
-            else:
-                self._line(number - 1, held, True, self._held_first)
-        if cut:
-            peeled.text = peeled.text.rstrip("\r")
-            self._held, self._held_first = peeled, number if first is None else first
-            return None, None
-        return peeled, first
+        parsed = parse_line(number, peeled if peeled is not None else text, self._profile)
+        parsed.pieces = pieces
+        if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
+            self._extractor.feed(parsed)
+        self._context.feed(parsed)
 
 
 def analyze(data: bytes) -> Analysis:

@@ -344,10 +344,8 @@ class Extractor:
         groups = match.groupdict()
         exception = groups.get("exc") or rule.exception or "logged error"
         role = rule.role or "root"
-        if exception == "signal":
-            number = next(int(v) for k, v in groups.items() if k.startswith("signal") and v)
-            # a launcher reporting how its child ended: the child's own output says why
-            exception = _SIGNALS.get(number, f"signal {number}")
+        if exception == "signal":  # a launcher reporting how its child ended: the child's own output says why
+            exception = _signal_name(groups)
         event = ErrorEvent(exception=exception, message=match["msg"].strip(), process=_label(line),
                            line_number=line.number, kind=rule.kind or "log_error", role=role,
                            reason=rule.why)
@@ -421,6 +419,11 @@ _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS
             8: "SIGFPE"}
 
 
+def _signal_name(groups: dict) -> str:
+    number = next(int(v) for k, v in groups.items() if k.startswith("signal") and v)
+    return _SIGNALS.get(number, f"signal {number}")
+
+
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     last = name.rsplit(".", 1)[-1]
     if P.EXCEPTION_NAME_OUTSIDE.search(last):
@@ -474,8 +477,11 @@ def quoted_error(text: str) -> ErrorEvent | None:
         inner = text[start:].rstrip("'\")")
         for rule in _ERROR_RULES.candidates(inner):
             match = rule.pattern.search(inner)
-            if match and rule.role == "root":
-                return ErrorEvent(exception=match.groupdict().get("exc") or rule.exception or "logged error",
+            if match and rule.role in ("root", "confirmation"):
+                exception = match.groupdict().get("exc") or rule.exception or "logged error"
+                if exception == "signal":
+                    exception = _signal_name(match.groupdict())
+                return ErrorEvent(exception=exception,
                                   message=match["msg"].strip().rstrip("'\""), kind=rule.kind or "log_error")
         mention = P.EXCEPTION_MENTION.search(inner)
         if mention is not None:
@@ -484,7 +490,7 @@ def quoted_error(text: str) -> ErrorEvent | None:
     return None
 
 
-_QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error)\s*[:=]?\s*['\"(]?", re.I)
+_QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)
 
 
 def _label(line: LogLine) -> str | None:

@@ -20,3 +20,18 @@ def test_a_message_cut_short_matches_as_a_prefix_either_way():
     assert message_matches(LONG[:60], LONG)
     assert message_matches(LONG, LONG[:60])
     assert not message_matches("CUDA out of memory", "CUDA error: an illegal memory access was encountered")
+
+
+def test_a_native_errors_source_location_is_optional_in_the_label():
+    assert message_matches("GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
+                           "ggml-cpu.c:8883: GGML_ASSERT(i01 >= 0 && i01 < ne01) failed")
+    assert message_matches("[optimizer.cpp::computeCosts::2011] Error Code 10: Internal Error (Could not find any implementation)",
+                           "Error Code 10: Internal Error (Could not find any implementation)")
+
+
+def test_descriptive_kinds_agree_by_their_words_not_their_spelling():
+    from kb.core.evaluate import _kinds_agree
+
+    assert _kinds_agree("NCCL watchdog timeout", "NCCL timeout", "nccl")
+    assert not _kinds_agree("Rust panic", "CUDA OOM", "cpp")
+    assert _kinds_agree("logged error", "xinference launch error", "log_error")

@@ -1,0 +1,101 @@
+"""Lines of a hard-wrapped copy, joined back into the lines the program printed.
+
+Two cases, told apart by the capture profile (kb.core.capture.Profile):
+
+* outer (`wrap_width`): a terminal cut the captured lines at a fixed width; the pieces
+  after a cut carry no prefix. A piece of exactly the width goes on in the next line.
+* inner (`inner_wrap_width`): the program's own lines were cut (rich in a container, a
+  wrapped paste re-captured) and the capture then prefixed every piece; the piece after
+  a cut carries the same capture layers, in the same stream.
+
+A held piece is not continued by a line that starts a record of its own: an engine
+header, the next record of the same writer (`same_head`), or, after a whole traceback
+frame line, that frame's indented code. Each joined line keeps the number of its first
+piece and how many pieces it was made of, so line numbers and contiguity stay those of
+the log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kb.core.capture import Peeled, Profile, continues, peel, same_head
+from kb.core.patterns import FRAME, starts_record
+from kb.core.split import parse_line
+
+
+@dataclass(slots=True)
+class Joined:
+    first: int  # number of the first piece
+    last: int  # number of the last piece
+    line: str | Peeled  # the whole line (Peeled: its capture already taken off)
+
+
+class Rejoiner:
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._text = ""  # outer: the pieces held so far
+        self._peeled: Peeled | None = None  # inner: the pieces held so far, peeled
+        self._first = 0
+
+    def feed(self, number: int, text: str) -> list[Joined]:
+        """The whole lines that line `number` completes (none while it is held)."""
+        if self.profile.wrap_width:
+            return self._outer(number, text, self.profile.wrap_width)
+        return self._inner(number, text, self.profile.inner_wrap_width or 0)
+
+    def flush(self, number: int) -> list[Joined]:
+        """What is still held at the end of the log (`number`: its last line)."""
+        out = []
+        if self._text:
+            out.append(Joined(self._first, number, self._text))
+            self._text = ""
+        if self._peeled is not None:
+            out.append(Joined(self._first, number, self._peeled))
+            self._peeled = None
+        return out
+
+    def _outer(self, number: int, text: str, width: int) -> list[Joined]:
+        out = []
+        if self._text and (starts_record(peel(text, self.profile).text) or same_head(self._text, text)
+                           or self._code_after_frame(text)):
+            out.append(Joined(self._first, number - 1, self._text))  # the cut line ended with its record
+            self._text = ""
+        piece = text.rstrip("\r")
+        if continues(piece, width):
+            if not self._text:
+                self._first = number
+            self._text += piece
+            return out
+        if self._text:
+            out.append(Joined(self._first, number, self._text + text))
+            self._text = ""
+        else:
+            out.append(Joined(number, number, text))
+        return out
+
+    def _inner(self, number: int, text: str, width: int) -> list[Joined]:
+        out = []
+        peeled = peel(text, self.profile)
+        cut = continues(peeled.text.rstrip("\r"), width)
+        first = number
+        held, self._peeled = self._peeled, None
+        if held is not None:
+            if peeled.stream == held.stream and not starts_record(peeled.text):
+                held.text += peeled.text
+                peeled, first = held, self._first
+            else:
+                out.append(Joined(self._first, number - 1, held))
+        if cut:
+            peeled.text = peeled.text.rstrip("\r")
+            self._peeled, self._first = peeled, first
+            return out
+        out.append(Joined(first, number, peeled))
+        return out
+
+    def _code_after_frame(self, text: str) -> bool:
+        """An indented line after a held piece that is a whole traceback frame line is
+        that frame's code: the frame line merely filled the width."""
+        if not text.startswith("  "):
+            return False
+        frame = FRAME.match(parse_line(0, self._text, self.profile).body)
+        return frame is not None and frame["func"] is not None

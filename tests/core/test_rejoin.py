@@ -1,0 +1,35 @@
+"""Joining a hard-wrapped copy back: numbered where each line starts, never across the
+start of a new record."""
+
+from kb.core.capture import Profile
+from kb.core.rejoin import Rejoiner
+
+CUT = "ERROR 05-01 12:00:01 [core.py:9] ValueError: the model's max seq len (131072) is larger than the"
+REST = "maximum number of tokens that can be stored in KV cache (8192)."
+
+
+def _joined(profile, lines):
+    rejoiner, out = Rejoiner(profile), []
+    for number, text in enumerate(lines, 1):
+        out += rejoiner.feed(number, text)
+    out += rejoiner.flush(len(lines))
+    return [(j.first, j.last, j.line if isinstance(j.line, str) else j.line.text) for j in out]
+
+
+def test_a_cut_line_is_one_line_numbered_where_it_starts():
+    profile = Profile(wrap_width=len(CUT))
+    assert _joined(profile, ["INFO start", CUT, REST, "INFO next"]) == [
+        (1, 1, "INFO start"), (2, 3, CUT + REST), (4, 4, "INFO next")]
+
+
+def test_a_line_of_the_full_width_followed_by_a_new_record_is_not_joined_to_it():
+    profile = Profile(wrap_width=len(CUT))
+    record = "ERROR 05-01 12:00:02 [core.py:9] EngineCore failed to start."
+    assert _joined(profile, [CUT, record]) == [(1, 1, CUT), (2, 2, record)]
+
+
+def test_inside_a_capture_the_pieces_of_one_stream_are_joined_without_their_prefixes():
+    profile = Profile(inner_wrap_width=len(CUT))
+    lines = [f"0: {CUT}", "1: INFO other task", f"0: {REST}"]
+    assert _joined(profile, lines) == [(1, 1, CUT), (2, 2, "INFO other task"), (3, 3, REST)]
+    assert _joined(profile, [f"0: {CUT}", f"0: {REST}"]) == [(1, 2, CUT + REST)]
