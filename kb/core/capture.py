@@ -196,10 +196,11 @@ def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
 
 
 def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
-    """A terminal copy cuts every longer line at the same width W: several different lines
-    of exactly W characters (not padding, not table borders), none longer, and after
-    some of them a shorter line, the rest of the cut one, not a new record (lines of one
-    length that each hold a record are a run of alike records)."""
+    """A terminal copy cuts every longer line at the same width W: several lines of exactly
+    W characters (not padding, not table borders; different ones, or one record repeated
+    with its rest after each), none longer, and after some of them a shorter line, the
+    rest of the cut one, not a new record (lines of one length that each hold a record are
+    a run of alike records)."""
     texts = [line.rstrip("\r") for line in lines]
     lengths = [len(text) for text in texts]
     if len(lengths) < 2:
@@ -214,7 +215,7 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     records = sum(new_record)
     distinct = len({texts[i] for i in cut})
-    if (len(cut) >= 2 and distinct >= 2 and tails >= 1 and records * 2 <= len(followed)
+    if (len(cut) >= 2 and (distinct >= 2 or tails >= 2) and tails >= 1 and records * 2 <= len(followed)
             and len(cut) >= 0.02 * len(lengths)):
         return width
     if (width in _TERMINAL_WIDTHS and len(cut) == 1 and tails == 1 and not records
