@@ -9,15 +9,18 @@ terminal that hard-wraps long lines. Each adds its own prefix, in any order and 
 Two mechanisms, both learned from the head of the log (so the answer never depends on
 how the input was split into chunks):
 
-* `Profile.learn` looks at the first lines as a whole. It finds the wrap width of a
-  terminal copy (many lines of exactly the longest length, none longer) and the
-  *repeated heads*: a head shape (digits and letter runs generalized) that starts most
-  lines and that no engine logger prints. A shape nobody listed (a new launcher's
-  `node7/3> `) is peeled because it repeats, not because it is known.
+* `Profile.learn` looks at the first lines as a whole. It finds the *repeated heads*: a
+  head shape (digits and letter runs generalized) that starts most lines and that no
+  engine logger prints. A shape nobody listed (a new launcher's `node7/3> `) is peeled
+  because it repeats, not because it is known. Then the wrap width of a terminal copy
+  (lines of exactly the longest length, none longer, whose rest follows), measured on the
+  peeled text when the pieces after a cut carry the capture's prefix too (the program's
+  lines were cut before the capture), else on the lines as a terminal shows them. The
+  joining itself is kb.core.rejoin's.
 * `peel` removes, layer by layer, the generic capture atoms (RFC 3339 timestamps, syslog
-  headers, `host prog[pid]:`, CRI stream tags, compose gutters, MPI tags) and the
-  learned heads. A bare timestamp followed by a level word is the engine logger's own
-  (TGI) and is left for the engine prefixes.
+  headers, `host prog[pid]:`, CRI stream tags, compose gutters, Ray's forwarded-output
+  label, srun and MPI tags) and the learned heads. A bare timestamp followed by a level
+  word is the engine logger's own (TGI) and is left for the engine prefixes.
 
 The peeled fields (host, stream label, capture timestamp) are kept: the stream label
 demultiplexes interleaved tasks, the others are context.
@@ -224,7 +227,6 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     return None
 
 
-# Terminal widths people copy from (the default 80 and the common larger windows).
 def _after_run(lengths: list[int], i: int, width: int) -> int:
     """Length of the first line after the run of full-width lines from line i (0: none):
     a line cut several times ends in one shorter piece."""
@@ -234,6 +236,7 @@ def _after_run(lengths: list[int], i: int, width: int) -> int:
     return lengths[j] if j < len(lengths) else 0
 
 
+# Terminal widths people copy from (the default 80 and the common larger windows).
 _TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240})
 _STRUCTURE = ("Traceback (", 'File "', "During handling", "The above exception")
 
