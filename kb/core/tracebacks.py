@@ -6,6 +6,7 @@ mix their frames. Lines arrive in log order; `feed` is called once per kept line
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -75,7 +76,7 @@ class Extractor:
         body = line.body
         if _ESCAPED_NEWLINE in body and ('File \\"' in body or "Traceback" in body):
             # A traceback embedded in a JSON string (TGI's launcher): unescape and replay.
-            for i, part in enumerate(body.replace('\\"', '"').split(_ESCAPED_NEWLINE)):
+            for i, part in enumerate(_embedded_lines(body)):
                 self._feed(LogLine(line.number, part, line.process, line.level, line.timestamp, line.source,
                                    line.header and i == 0, line.engine, line.stream, line.host))
             return
@@ -434,6 +435,31 @@ def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     return bool(re.fullmatch(r"[A-Z]\w*(?:\([\w.]+\))?", last)) and last not in {"INFO", "WARNING", "DEBUG"}
 
 
+def _embedded_lines(body: str) -> list[str]:
+    """The lines of a multi-line message inside a JSON log record (TGI's `--json-output`,
+    any JSON-lines logger): the record's longest string, decoded; the record's other
+    fields are not the message. Not a JSON record: the escapes undone in place."""
+    if body.startswith("{"):
+        try:
+            record = json.loads(body)
+        except (ValueError, RecursionError):
+            record = None
+        text = _longest_string(record) if isinstance(record, dict) else None
+        if text and "\n" in text:
+            return text.split("\n")
+    return body.replace('\\"', '"').split(_ESCAPED_NEWLINE)
+
+
+def _longest_string(value, depth: int = 0) -> str | None:
+    if isinstance(value, str):
+        return value
+    if depth > 4 or not isinstance(value, (dict, list)):
+        return None
+    items = value.values() if isinstance(value, dict) else value
+    found = [text for item in items if (text := _longest_string(item, depth + 1))]
+    return max(found, key=len, default=None)
+
+
 def _is_boilerplate(stripped: str) -> bool:
     return any(rule.pattern.search(stripped) for rule in P.MESSAGE_BOILERPLATE)
 
@@ -446,8 +472,8 @@ _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
-                            "stack backtrace:", "note: run with `RUST_BACKTRACE")):
-        return True
+                            "stack backtrace:", "note: run with `RUST_BACKTRACE", '{"')):
+        return True  # ... or the next record of a JSON-lines log
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped):
         return True  # a warning, a progress bar redrawn by another process: not the message
     exc = P.EXCEPTION_LINE.match(stripped)

@@ -36,7 +36,7 @@ from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import advise, where_at, where_of
 from kb.services.errors import InvalidInput, NotText, TooLarge
-from kb.services.matching import MatchOutcome, exact_match, find_match, route_key
+from kb.services.matching import MatchOutcome, exact_match, find_match, route_key, unique_route
 from kb.services.views import (
     IncidentRef,
     MatchView,
@@ -202,6 +202,11 @@ def check_idempotency_key(raw: str | None) -> str | None:
     return key
 
 
+def identifying(analysis: Analysis) -> bool:
+    """Does the analysis name the crash's cause? Only then can it be matched or grouped."""
+    return analysis.verdict == "found"
+
+
 def analyze_log(data: bytes, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
     return with_overrides(analyze(data), overrides)
 
@@ -268,7 +273,7 @@ def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url:
     analysis, features = analyze_log(data, overrides)
     with db.read() as session:
         repo = Repository(session)
-        match = find_match(repo, analysis.fingerprint, features, candidate_limit)
+        match = find_match(repo, analysis.fingerprint, features, candidate_limit, identifying(analysis))
         matched = match.head or (repo.head(match.incident_id) if match.incident_id else None)
         fixes, recommendation = advise(repo, matched, where_of(features), match.status)
         return UploadResult(
@@ -298,7 +303,7 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                                     log_compressed=compress_log(stored), log_bytes=len(stored),
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
-    if db.dialect == "postgresql":
+    if db.dialect == "postgresql" and identifying(analysis):
         answer = _store_known(db, analysis, features, occurrence, now, base_url)
         if answer is not None:
             return answer
@@ -410,7 +415,7 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
     """One upload's writes, in as few statements as the answer allows: a known crash
     costs the lookup, the occurrence insert, the advice reads and the counter update."""
     fp = analysis.fingerprint
-    match = find_match(repo, fp, features, candidate_limit)
+    match = find_match(repo, fp, features, candidate_limit, identifying(analysis))
     created = match.status != "known"
     if created:
         incident = repo.add_incident(
@@ -423,8 +428,8 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
                             engine=incident.engine, engine_limitation=False,
                             next_incident_id=None, occurrence_count=0, first_seen=None,
                             last_seen=None, fix_count=0, facets=set())
-        repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features), features,
-                             "upload")
+        route = route_key(fp, features) if identifying(analysis) else unique_route()
+        repo.add_fingerprint(incident.id, fp.version, fp.hash, route, features, "upload")
     else:
         assert match.incident_id is not None
         found = match.head or repo.head(match.incident_id)

@@ -4,6 +4,7 @@ scoring (kb.core.match) of candidates the repository loads through indexed colum
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
@@ -52,8 +53,18 @@ def exact_match(head: IncidentHead, fingerprint: Fingerprint) -> MatchOutcome:
                         exact=True, head=head)
 
 
+def unique_route() -> str:
+    """A route no other upload shares: for a log that identifies no crash (no error
+    found, or only wrappers and traces of one), which must never group with another."""
+    return "unidentified:" + uuid.uuid4().hex
+
+
 def find_match(repo: Repository, fingerprint: Fingerprint, features: CrashFeatures,
-               candidate_limit: int) -> MatchOutcome:
+               candidate_limit: int, identifying: bool = True) -> MatchOutcome:
+    """`identifying=False` (the analysis found no cause: kb.core Analysis.verdict is not
+    "found"): nothing to match on, so never known, never similar."""
+    if not identifying:
+        return MatchOutcome("new", None, 0.0, ["the log does not show the crash's cause: nothing to match on"])
     exact = repo.head_by_route(route_key(fingerprint, features))
     if exact is not None:
         return exact_match(exact, fingerprint)

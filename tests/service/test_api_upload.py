@@ -283,3 +283,24 @@ def test_the_service_stores_the_same_analysis_dict_as_kb_analyze_json():
     for path in logs:
         analysis = analyze(path.read_bytes())
         assert analysis_dict(analysis) == analysis.to_dict(), path.name
+
+
+UNPARSED = "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\nINFO all good so far\n"
+WRAPPER_ONLY = (
+    "INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\n"
+    "(EngineCore_0 pid=274) ERROR 05-01 12:03:43 [core.py:700] EngineCore failed to start.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/utils.py", line 759, in wait_for_engine_startup\n'
+    '    raise RuntimeError("Engine core initialization failed. "\n'
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+
+
+@pytest.mark.parametrize("log", [UNPARSED, WRAPPER_ONLY], ids=["no-error", "wrappers-only"])
+def test_a_log_that_does_not_show_its_cause_never_groups_with_another(client, log):
+    """No error, or only wrappers: nothing identifies the crash, so each upload is its own
+    incident, never 'known' (a fix added to one must not be advised for the next)."""
+    first, second = upload(client, log).json(), upload(client, log).json()
+    assert first["match"]["status"] == second["match"]["status"] == "new"
+    assert first["incident"]["id"] != second["incident"]["id"]
+    answer = client.post("/analyze", files={"log": ("vllm.log", log.encode(), "text/plain")}).json()
+    assert answer["match"]["status"] == "new" and answer["similar"] == []
