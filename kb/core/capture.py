@@ -218,12 +218,16 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     records = sum(new_record)
     distinct = len({texts[i] for i in cut})
-    if (len(cut) >= 2 and (distinct >= 2 or tails >= 2) and tails >= 1 and records * 2 <= len(followed)
+    if width in _TERMINAL_WIDTHS:  # a usual terminal width: less evidence will do
+        if len(cut) >= 2 and tails >= 1 and records * 2 <= len(followed) and len(cut) >= 0.02 * len(lengths):
+            return width
+        if len(cut) == 1 and tails == 1 and not records and _goes_on(texts[cut[0] + 1], profile):
+            return width  # a short excerpt with one cut
+        return None
+    # any other width: two lines may share a length by chance, several rests may not
+    if (len(cut) >= 2 and (distinct >= 2 or tails >= 2) and tails >= 2 and records * 3 <= len(followed)
             and len(cut) >= 0.02 * len(lengths)):
         return width
-    if (width in _TERMINAL_WIDTHS and len(cut) == 1 and tails == 1 and not records
-            and _goes_on(texts[cut[0] + 1], profile)):
-        return width  # a short excerpt with one cut: a usual terminal width is the evidence
     return None
 
 

@@ -4,8 +4,9 @@ shared/corpus/README.md). Pure: the command reads the files and passes them in.
 Root cause: the exception type (module path ignored) and the message (whitespace folded;
 a label cut shorter than the log, or the reverse, still matches as a prefix). A case
 whose log lacks the exception line altogether counts as right when the analyzer says
-the log is truncated instead of inventing an answer ("recoverable" accuracy); the strict
-figure is printed beside it.
+the log is truncated instead of inventing an answer, or names the message a wrapper
+quoted (the type is then the label's guess) ("recoverable" accuracy); the strict figure
+is printed beside it.
 Grouping: leave-one-out. Each case is matched against all the others; a case whose class
 recurs is right when its best match is `known` and of its class; a singleton is right
 when nothing is `known`."""
@@ -57,7 +58,7 @@ def _fold(text: str) -> str:
 
 # Log tags some labels keep at the head of the message and others as the exception: the
 # same text a person reads, so they are compared without them.
-_LOG_TAG = re.compile(r"^(?:\[TensorRT-LLM\]\[ERROR\] ?)+")
+_LOG_TAG = re.compile(r"^(?:\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?)+")  # [TensorRT-LLM][ERROR], [TM][ERROR]
 LOG_TAG_EXCEPTIONS = {"[TensorRT-LLM][ERROR]", "[TRT] [E]"}
 
 
@@ -66,7 +67,8 @@ _ELISION = re.compile(r"\s*(?:\.\.\.|…)")
 
 # Where native code says it failed, which some labels keep and some drop: "ggml-cpu.c:8883: "
 # before GGML_ASSERT, TensorRT's "[optimizer.cpp::computeCosts::2011] " before its error.
-_LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] )")
+_LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
+                       r"|thread '[^']*' panicked at (?:[\w./-]+:\d+:\d+:\s*|'))")  # a Rust panic's where
 
 
 def message_matches(got: str, expected: str) -> bool:
@@ -158,6 +160,8 @@ def evaluate_case(case: Case, analysis: Analysis) -> CaseResult:
                 break
     text = case.log.decode("utf-8", "replace")
     recoverable = exception_ok and message_ok
+    if not recoverable and case.label.get("log_is_truncated") and message_ok:
+        recoverable = True  # the exception line is not in the excerpt: its type is the label's guess
     if not recoverable and case.label.get("log_is_truncated") and (
             (root is not None and root.truncated) or analysis.verdict == "not_captured"):
         # the exception line is not in the excerpt: the honest answer is "truncated"

@@ -158,10 +158,12 @@ EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|nccl[A-Z]\w*Error
 # Outside a traceback a bare "Name: text" is only an exception when it is named like one.
 EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$")
 # An exception named anywhere in a line: "Name: message" or the repr form "Name('message')".
-# The name ends like an exception class (a module path or a C++ namespace before it);
+# The name ends like an exception class (a module path or a C++ namespace before it), or
+# is a class of an `errors` / `exceptions` module (triton.runtime.errors.OutOfResources);
 # ncclXxxError names are lower-case first.
 EXCEPTION_MENTION = _r(
-    r"(?<![\w.:])(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning))"
+    r"(?<![\w.:])(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
+    r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
 TRAILING_SOURCE = _r(r"\s{3,}[\w.-]+\.py:\d+\s*$")
@@ -232,6 +234,21 @@ ERROR_LINES: tuple[Rule, ...] = (
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",
          "the CPU lacks an instruction set the binary was built for (AVX2, AVX-512)",
          exception="SIGILL", role="root", kind="signal", anchors=("illegal instruction", "Illegal instruction")),
+    Rule("go-exec-signal",
+         _r(r"(?P<msg>.*\bsignal: (?P<signame>killed|segmentation fault|aborted|bus error|floating point exception|hangup)\b.*)$"),
+         "Error: llama runner process has terminated: signal: killed",
+         "Go's os/exec reports how a child process ended (ollama's runner): the signal by name",
+         exception="signal", role="confirmation", kind="signal", anchors=("signal: ",)),
+    Rule("caught-signal",
+         _r(r"(?P<msg>Caught signal (?P<signal>\d+) \(.*)$"),
+         "[node1:4242:0:4300] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",
+         "UCX's (and others') fatal signal handler: a native crash",
+         exception="signal", role="root", kind="signal", anchors=("Caught signal",)),
+    Rule("cpp-unhandled-exception",
+         _r(r"Unhandled exception: (?P<exc>[\w:]+)\. what\(\): (?P<msg>.+)$"),
+         "[2023-07-11 15:20:41,680 E 42067 42067] logging.cc:97: Unhandled exception: St13runtime_error. what(): NCCL Error 5: invalid usage",
+         "Ray's C++ core logs an uncaught C++ exception (its type mangled) before it aborts",
+         role="root", kind="cpp", anchors=("Unhandled exception:",)),
     Rule("rust-panic",
          _r(r"(?P<msg>thread '[^']*' panicked at .+)$"),
          "thread 'main' panicked at 'called `Result::unwrap()` on an `Err` value: Os { code: 2 }', router/src/main.rs:221:43",
@@ -286,7 +303,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          _r(r"NCCL WARN (?P<msg>.+)$"),
          "node1:4242:4300 [3] NCCL WARN Cuda failure 'out of memory'",
          "NCCL warnings usually follow an earlier trigger on some rank: a cascade",
-         exception="NCCL WARN", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
+         exception="NCCL error", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
+    Rule("elastic-death-signal",
+         _r(r"(?P<msg>Received (?P<signal>\d+) death signal, shutting down workers)"),
+         "W1221 17:13:59.240000 46660 torch/distributed/elastic/agent/server/api.py:704] Received 1 death signal, shutting down workers",
+         "torchrun's agent was sent a signal (SIGHUP: the terminal or session closed; SIGTERM: the scheduler)",
+         exception="signal", role="confirmation", kind="signal", anchors=("death signal",)),
     Rule("signal-received-by-pid",
          _r(r"(?P<msg>Signal (?P<signal>\d+) \(SIG\w+\) received by PID \d+)"),
          "traceback : Signal 9 (SIGKILL) received by PID 14750",

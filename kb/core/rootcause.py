@@ -77,6 +77,12 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
+    if best.tier == "truncated":
+        # A traceback cut before its exception line, and a wrapper quoting an error: the
+        # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'")
+        quoted = next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+        if quoted is not None:
+            return quoted, sorted((_as_event(g) for g in ranked), key=lambda e: e.line_number or 0)
     if best.tier == "symptom":
         # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
         typed = next((g for g in ranked if g.first.event.kind == "python" and g.first.event.message.strip()

@@ -169,6 +169,9 @@ class Extractor:
         if exc and not body.startswith((" ", "\t")) and _looks_like_exception(exc["exc"], in_traceback=True):
             self._close(line, stream, exc["exc"], exc["msg"] or "")
             return True
+        if not body.startswith((" ", "\t")) and _states_error(stripped):
+            self._close_truncated(line.key, stream)  # a native crash banner cut the traceback short
+            return False
         if frames and (body.startswith((" ", "\t")) or not body[:1].isupper()):
             last = frames[-1]
             if last.code is None:
@@ -314,16 +317,12 @@ class Extractor:
         # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule
         is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=False) and (
             exc["msg"] is not None or stripped.endswith(("Error", "Exception")))
+        if is_exception and exc["exc"] == "Error" and self._rule(line, stream, stripped):
+            return  # `Error: ...`, how a CLI (Go, Rust) prints its failure: a known format says more
         if not is_exception and ("('" in stripped or '("' in stripped) and self._mention(line, stream, stripped, True):
             return  # `raised torch.OutOfMemoryError('CUDA out of memory ...')`: the repr bounds the message
         if not is_exception:
-            for rule in _ERROR_RULES.candidates(stripped):
-                match = rule.pattern.search(stripped)
-                if match:
-                    if not self._mention_before(line, stream, stripped, match.start()):
-                        self._from_rule(line, stream, rule, match)
-                    return
-            if self._mention(line, stream, stripped):
+            if self._rule(line, stream, stripped) or self._mention(line, stream, stripped):
                 return
         else:
             message, process = _split_embedded_process(exc["msg"] or "", _label(line))
@@ -335,15 +334,28 @@ class Extractor:
             stream.continuation_of = found
             stream.continuation_lines = 0
             return
+        if body[:1] in (" ", "\t"):
+            return  # an indented line of an ERROR record (a frame's code, a message's tail): no statement
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception="logged error", message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
 
+    def _rule(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
+        """The first error-line rule the line matches (a Python exception named before
+        its text is taken instead); False when none does."""
+        for rule in _ERROR_RULES.candidates(stripped):
+            match = rule.pattern.search(stripped)
+            if match:
+                if not self._mention_before(line, stream, stripped, match.start()):
+                    self._from_rule(line, stream, rule, match)
+                return True
+        return False
+
     def _from_rule(self, line: LogLine, stream: _Stream, rule: P.Rule, match: re.Match[str]) -> None:
         groups = match.groupdict()
-        exception = groups.get("exc") or rule.exception or "logged error"
+        exception = _demangle(groups.get("exc") or rule.exception or "logged error")
         role = rule.role or "root"
         if exception == "signal":  # a launcher reporting how its child ended: the child's own output says why
             exception = _signal_name(groups)
@@ -416,13 +428,84 @@ class Extractor:
 
 
 _ERROR_RULES = scan.RuleIndex(P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
-_SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT", 4: "SIGILL",
+_SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT", 4: "SIGILL", 1: "SIGHUP",
             8: "SIGFPE"}
 
 
 def _signal_name(groups: dict) -> str:
+    if groups.get("signame"):
+        return _SIGNAL_WORDS[groups["signame"]]
     number = next(int(v) for k, v in groups.items() if k.startswith("signal") and v)
     return _SIGNALS.get(number, f"signal {number}")
+
+
+_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "bus error": "SIGBUS",
+                 "floating point exception": "SIGFPE", "hangup": "SIGHUP"}
+
+
+def _demangle(name: str) -> str:
+    """A C++ class name as typeid().name() prints it (Itanium-mangled: `St13runtime_error`,
+    `N5boost10wrapexceptINS_6system12system_errorEEE`) in source form; the common forms
+    only (std::, nested names, template arguments, substitutions), else as it is."""
+    if not name[:1].isdigit() and not name.startswith(("St", "N")):
+        return name
+    try:
+        text, end = _Demangler(name).type(0)
+    except (IndexError, ValueError):
+        return name
+    return text if end == len(name) else name
+
+
+class _Demangler:
+    def __init__(self, text: str) -> None:
+        self.text, self.subs = text, []
+
+    def type(self, i: int) -> tuple[str, int]:
+        text = self.text
+        if text.startswith("St", i):
+            name, i = self.source(i + 2)
+            return self._sub(f"std::{name}"), i
+        if text[i] == "S" and (text[i + 1] == "_" or text[i + 1].isdigit()):
+            end = text.index("_", i + 1)
+            index = 0 if end == i + 1 else int(text[i + 1:end], 36) + 1
+            return self.subs[index], end + 1
+        if text[i] == "N":
+            parts: list[str] = []
+            i += 1
+            while text[i] != "E":
+                if text[i] == "I":
+                    args, i = self.args(i)
+                    parts[-1] += args
+                    self._sub("::".join(parts))
+                elif text[i] == "S":
+                    part, i = self.type(i)
+                    parts.append(part)
+                else:
+                    part, i = self.source(i)
+                    parts.append(part)
+                    self._sub("::".join(parts))
+            return "::".join(parts), i + 1
+        return self.source(i)
+
+    def args(self, i: int) -> tuple[str, int]:
+        out = []
+        i += 1
+        while self.text[i] != "E":
+            arg, i = self.type(i)
+            out.append(arg)
+        return "<" + ", ".join(out) + ">", i + 1
+
+    def source(self, i: int) -> tuple[str, int]:
+        digits = re.match(r"\d+", self.text[i:])
+        if digits is None:
+            raise ValueError(self.text)
+        start = i + len(digits.group(0))
+        return self.text[start:start + int(digits.group(0))], start + int(digits.group(0))
+
+    def _sub(self, name: str) -> str:
+        if name not in self.subs:
+            self.subs.append(name)
+        return name
 
 
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
@@ -469,6 +552,21 @@ _PROGRESS_BAR = lazy(r"\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
 _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 
 
+_FORMAT_RULES = scan.RuleIndex(tuple(r for r in P.ERROR_LINES if r.role in ("root", "confirmation") and r.kind != "python"))
+
+
+def _states_error(stripped: str) -> bool:
+    """Does the line state an error in a format of its own (a CUDA error, a segfault
+    banner, a signal report), at its start (behind at most a short tag)? Then it is
+    neither a message's next line nor a frame's code; a message that names a CUDA error
+    further on is still that message."""
+    for rule in _FORMAT_RULES.candidates(stripped):
+        match = rule.pattern.search(stripped)
+        if match is not None and match.start("msg" if "msg" in match.re.groupindex else 0) <= 16:
+            return True
+    return False
+
+
 def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
@@ -477,7 +575,9 @@ def _starts_structure(stripped: str) -> bool:
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped):
         return True  # a warning, a progress bar redrawn by another process: not the message
     exc = P.EXCEPTION_LINE.match(stripped)
-    return bool(exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False))
+    if exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False):
+        return True
+    return _states_error(stripped)
 
 
 _PYDANTIC_ERROR = lazy(r"^\s*(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.M)
@@ -499,8 +599,12 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
 def quoted_error(text: str) -> ErrorEvent | None:
     """The error named inside a wrapper's message: an error-line rule or an exception
     mention, searched after the wrapper's own words."""
-    for start in (m.end() for m in _QUOTE.finditer(text)):
-        inner = text[start:].rstrip("'\")")
+    for quote in _QUOTE.finditer(text):
+        inner, opened = text[quote.end():], quote.group(0)[-1:]
+        if opened in ("'", '"'):  # the quoted part ends at its closing quote: "... 'X', please check ..."
+            close = re.search(re.escape(opened) + r"(?=[,.;)]|\s|$)", inner)
+            inner = inner[:close.start()] if close else inner
+        inner = inner.rstrip("'\")")
         for rule in _ERROR_RULES.candidates(inner):
             match = rule.pattern.search(inner)
             if match and rule.role in ("root", "confirmation"):

@@ -58,3 +58,43 @@ def test_confidence_falls_when_another_candidate_scores_close():
     alone, contested = analyze(one.encode()).root_cause, analyze(two.encode()).root_cause
     assert alone.exception == contested.exception == "KeyError"  # the earliest of equals
     assert contested.confidence < alone.confidence
+
+
+def test_a_line_that_states_its_own_error_is_not_the_tail_of_the_message_before_it():
+    log = ("/usr/lib/python3.10/site-packages/torch/cuda/__init__.py:56: FutureWarning: The pynvml package is deprecated.\n"
+           "  import pynvml  # type: ignore[import]\n"
+           "engine_cfg:\n"
+           "[TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/core/allocator.cc:49\n")
+    root = analyze(log.encode()).root_cause
+    assert (root.exception, root.message.split(":")[0]) == ("CUDA error", "CUDA runtime error")
+
+
+def test_a_native_crash_banner_among_native_frames_is_the_cause_not_a_frames_code():
+    log = ('  File "<unknown>", line 0, in 0xffffffffffffffff\n\n'
+           "!!!!!!! Segfault encountered !!!!!!!\n"
+           '  File "<unknown>", line 0, in cuMemcpyBatchAsync\n')
+    assert analyze(log.encode()).root_cause.exception == "SIGSEGV"
+
+
+def test_a_cli_error_line_is_not_an_exception_class_and_a_go_exec_signal_is_named():
+    root = analyze(b"Error: llama runner process has terminated: signal: killed\n").root_cause
+    assert (root.exception, root.kind) == ("SIGKILL", "signal")
+
+
+def test_a_mangled_cpp_exception_type_is_demangled():
+    log = ("[2023-07-11 15:20:41,680 E 42067 42067] logging.cc:97: Unhandled exception: "
+           "N5boost10wrapexceptINS_6system12system_errorEEE. what(): thread: Resource temporarily unavailable\n"
+           "[2023-07-11 15:20:41,681 E 42067 42067] logging.cc:97: Unhandled exception: St13runtime_error. "
+           "what(): NCCL Error 5: invalid usage\n")
+    result = analyze(log.encode())
+    names = {result.root_cause.exception} | {s.exception for s in result.symptoms}
+    assert names == {"boost::wrapexcept<boost::system::system_error>", "std::runtime_error"}
+
+
+def test_a_wrapper_quoting_the_error_of_a_traceback_cut_before_its_exception_line_names_it():
+    log = ("(VllmWorker TP0 pid=429) ERROR 08-29 02:03:28 [multiproc_executor.py:596] Traceback (most recent call last):\n"
+           '(VllmWorker TP0 pid=429) ERROR 08-29 02:03:28 [multiproc_executor.py:596]   File "/x/vllm/worker.py", line 9, in run\n'
+           "(EngineCore_0 pid=294) ERROR 08-29 02:03:28 [core.py:700] RuntimeError: Worker failed with error "
+           "'CUDA error: an illegal memory access was encountered', please check the stack trace above for the root cause\n")
+    root = analyze(log.encode()).root_cause
+    assert (root.exception, root.message) == ("CUDA error", "CUDA error: an illegal memory access was encountered")
