@@ -234,6 +234,16 @@ ERROR_LINES: tuple[Rule, ...] = (
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",
          "the CPU lacks an instruction set the binary was built for (AVX2, AVX-512)",
          exception="SIGILL", role="root", kind="signal", anchors=("illegal instruction", "Illegal instruction")),
+    Rule("cuda-malloc-failed",
+         _r(r"(?P<msg>.*\bcudaMalloc(?:Async|Host|Managed)? failed: .+)$"),
+         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 14136.04 MiB on device 0: cudaMalloc failed: out of memory",
+         "a native allocator's cudaMalloc failed (llama.cpp/ggml, custom kernels): the device is out of memory",
+         exception="CUDA error", role="root", kind="cuda", anchors=("cudaMalloc",)),
+    Rule("fatal-check",
+         _r(r"(?P<msg>(?:\[\w+\]\[FATAL\] [^\s:]+: )?Check failed: .+)$"),
+         "[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first",
+         "a C++ CHECK macro failed (glog, TVM, TurboMind, abseil): the condition names the cause; the process aborts",
+         exception="fatal check", role="root", kind="cpp", anchors=("Check failed:",)),
     Rule("go-exec-signal",
          _r(r"(?P<msg>.*\bsignal: (?P<signame>killed|segmentation fault|aborted|bus error|floating point exception|hangup)\b.*)$"),
          "Error: llama runner process has terminated: signal: killed",
@@ -426,6 +436,10 @@ SYMPTOMS: tuple[Rule, ...] = (
          "concurrent.futures.process.BrokenProcessPool: A process in the process pool was terminated abruptly",
          "the pool lost a child; the child's error is the cause",
          anchors=('BrokenProcessPool', 'process pool')),
+    Rule("launcher-killing-subprocess", _r(r"\bKilling subprocess \d+"),
+         "[2022-05-15 00:12:57,785] [INFO] [launch.py:178:sigkill_handler] Killing subprocess 97277",
+         "DeepSpeed's launcher stops the other ranks after one failed: that rank's error is the cause",
+         anchors=('Killing subprocess',)),
     Rule("subprocess-exit", _r(r"Command .* returned non-zero exit status|died with <Signals"),
          "subprocess.CalledProcessError: Command '['x']' returned non-zero exit status 1.",
          "a launcher reporting that its child failed",
@@ -586,7 +600,7 @@ ERROR_ANCHORS: tuple[str, ...] = (
     "ERROR", "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA",
-)
+) + tuple(a for table in (SYMPTOMS, CASCADES) for rule in table for a in rule.anchors)  # wrappers, consequences
 
 
 # Every redaction rule needs one of these literals on its line (kb.core.redact).

@@ -336,6 +336,9 @@ class Extractor:
             return
         if body[:1] in (" ", "\t"):
             return  # an indented line of an ERROR record (a frame's code, a message's tail): no statement
+        if line.level in ("INFO", "DEBUG") and scan.first_rule(P.SYMPTOMS, stripped):
+            self._evidence(line, stripped)  # a launcher reacting to a failure it does not state
+            return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception="logged error", message=stripped, process=_label(line),

@@ -98,3 +98,17 @@ def test_a_wrapper_quoting_the_error_of_a_traceback_cut_before_its_exception_lin
            "'CUDA error: an illegal memory access was encountered', please check the stack trace above for the root cause\n")
     root = analyze(log.encode()).root_cause
     assert (root.exception, root.message) == ("CUDA error", "CUDA error: an illegal memory access was encountered")
+
+
+def test_a_launcher_killing_its_ranks_shows_a_failure_it_does_not_state():
+    log = ("[2022-05-15 00:12:57,785] [INFO] [launch.py:178:sigkill_handler] Killing subprocess 97277\n"
+           "[2022-05-15 00:12:57,786] [INFO] [launch.py:178:sigkill_handler] Killing subprocess 97278\n")
+    result = analyze(log.encode())
+    assert result.root_cause is None and result.verdict == "not_captured"
+
+
+def test_a_native_allocation_failure_and_a_failed_check_are_named():
+    oom = b"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 14136.04 MiB on device 0: cudaMalloc failed: out of memory\n"
+    check = b"[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first\n"
+    assert analyze(oom).root_cause.exception == "CUDA error"
+    assert analyze(check).root_cause.exception == "fatal check"
