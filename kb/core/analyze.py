@@ -171,11 +171,11 @@ class Analyzer:
     def _capture_prefix(self, raw: bytes) -> int:
         """Bytes at the head of `raw` that the capture added (0 when none, or when the
         capture re-encoded the line, as docker's JSON does)."""
-        text = raw[:MAX_LINE].decode("utf-8", "replace")
+        text = raw[:MAX_LINE].decode("utf-8", "surrogateescape")  # byte-exact when encoded back
         peeled = peel(text, self._profile)
         if not peeled.layers or not text.endswith(peeled.text):
             return 0
-        return len(raw) - len(peeled.text.encode())
+        return len(text[:len(text) - len(peeled.text)].encode("utf-8", "surrogateescape"))
 
     def _straddling_page(self, data: bytes) -> int | None:
         """Process the page that begins in `_pending` and ends in `data` (the same page

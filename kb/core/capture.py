@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kb.core.lazyre import lazy
-from kb.core.patterns import EXCEPTION_LINE, Prefix, by_first_char, known_engine_prefix, starts_record
+from kb.core.patterns import ERROR_LINES, EXCEPTION_LINE, Prefix, by_first_char, known_engine_prefix, starts_record
 
 HEAD_LINES = 400  # lines of the head the profile is learned from
 _MAX_LAYERS = 6
@@ -250,7 +250,17 @@ def _goes_on(text: str, profile: Profile | None) -> bool:
     of its own, nor if the capture prefixed it (the terminal cut the captured line)."""
     if not text or text[0].isspace() or peel(text, profile).layers:
         return False
-    return not text.startswith(_STRUCTURE) and not EXCEPTION_LINE.match(text)
+    return not text.startswith(_STRUCTURE) and not EXCEPTION_LINE.match(text) and not _states_error(text)
+
+
+def _states_error(text: str) -> bool:
+    """An error line of a known format from the line's start (`Aborted (core dumped)`)."""
+    for rule in ERROR_LINES:
+        if rule.role in ("root", "confirmation") and any(a in text for a in rule.anchors):
+            match = rule.pattern.search(text)
+            if match is not None and match.start() <= 16:
+                return True
+    return False
 
 
 _BORDERS = "|+-=─│┃║╗╝┐┘"

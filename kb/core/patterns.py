@@ -166,7 +166,7 @@ EXCEPTION_MENTION = _r(
     r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
-TRAILING_SOURCE = _r(r"\s{3,}[\w.-]+\.py:\d+\s*$")
+TRAILING_SOURCE = _r(r"(?<!\s)\s{3,}[\w.-]+\.py:\d+\s*$")
 # A message that is the repr of an exception raised by `raise X(...` on a truncated log.
 RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<msg>[^\"']*))?")
 
@@ -205,12 +205,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "TensorRT-LLM's C++ runtime logs fatal errors with this tag, often without a Python exception",
          exception="[TensorRT-LLM][ERROR]", role="root", kind="cpp", anchors=("[TensorRT-LLM][ERROR]",)),
     Rule("ggml-assert",
-         _r(r"(?P<msg>GGML_ASSERT\(.*?\) failed|GGML_ASSERT: \S+:\d+: .+)"),
+         _r(r"(?P<msg>GGML_ASSERT\(.{0,600}?\) failed|GGML_ASSERT: \S+:\d+: .+)"),
          "/src/llama.cpp/ggml/src/ggml.c:3921: GGML_ASSERT(ggml_nelements(a) == ne0*ne1) failed",
          "llama.cpp / ggml abort on a failed assertion; the condition names the cause",
          exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",)),
     Rule("glibc-assert",
-         _r(r"(?P<msg>[^\s:]+: [^\s:]+:\d+: .+?: Assertion [`'].+['`] failed\.)"),
+         _r(r"(?<!\S)(?P<msg>[^\s:]+: [^\s:]+:\d+: .{1,400}?: Assertion [`'].+['`] failed\.)"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
          "glibc's assert(): program, file:line, function, condition; the process aborts next",
          exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",)),
@@ -230,12 +230,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a C/C++ library's CUDA check: the CUDA error name or code says what failed",
          exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error")),
     Rule("illegal-instruction",
-         _r(r"(?P<msg>.*(?:signal: illegal instruction|Illegal instruction|SIGILL: illegal instruction).*)$"),
+         _r(r"^(?P<msg>.*?(?:signal: illegal instruction|Illegal instruction|SIGILL: illegal instruction).*)$"),
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",
          "the CPU lacks an instruction set the binary was built for (AVX2, AVX-512)",
          exception="SIGILL", role="root", kind="signal", anchors=("illegal instruction", "Illegal instruction")),
     Rule("cuda-malloc-failed",
-         _r(r"(?P<msg>.*\bcudaMalloc(?:Async|Host|Managed)? failed: .+)$"),
+         _r(r"^(?P<msg>.*?\bcudaMalloc(?:Async|Host|Managed)? failed: .+)$"),
          "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 14136.04 MiB on device 0: cudaMalloc failed: out of memory",
          "a native allocator's cudaMalloc failed (llama.cpp/ggml, custom kernels): the device is out of memory",
          exception="CUDA error", role="root", kind="cuda", anchors=("cudaMalloc",)),
@@ -245,7 +245,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a C++ CHECK macro failed (glog, TVM, TurboMind, abseil): the condition names the cause; the process aborts",
          exception="fatal check", role="root", kind="cpp", anchors=("Check failed:",)),
     Rule("go-exec-signal",
-         _r(r"(?P<msg>.*\bsignal: (?P<signame>killed|segmentation fault|aborted|bus error|floating point exception|hangup)\b.*)$"),
+         _r(r"^(?P<msg>.*?\bsignal: (?P<signame>killed|segmentation fault|aborted|bus error|floating point exception|hangup)\b.*)$"),
          "Error: llama runner process has terminated: signal: killed",
          "Go's os/exec reports how a child process ended (ollama's runner): the signal by name",
          exception="signal", role="confirmation", kind="signal", anchors=("signal: ",)),
@@ -255,7 +255,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "UCX's (and others') fatal signal handler: a native crash",
          exception="signal", role="root", kind="signal", anchors=("Caught signal",)),
     Rule("cpp-unhandled-exception",
-         _r(r"Unhandled exception: (?P<exc>[\w:]+)\. what\(\): (?P<msg>.+)$"),
+         _r(r"Unhandled exception: (?P<exc>[\w:]{1,300})\. what\(\): (?P<msg>.+)$"),
          "[2023-07-11 15:20:41,680 E 42067 42067] logging.cc:97: Unhandled exception: St13runtime_error. what(): NCCL Error 5: invalid usage",
          "Ray's C++ core logs an uncaught C++ exception (its type mangled) before it aborts",
          role="root", kind="cpp", anchors=("Unhandled exception:",)),
@@ -275,7 +275,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "DeepSpeed, mpirun and TGI report a child killed by a signal (9: usually the host OOM killer)",
          exception="signal", role="confirmation", kind="signal", anchors=("return code = -", "exited on signal", "with signal")),
     Rule("ray-memory-pressure",
-         _r(r"(?P<msg>.*(?:killed due to memory pressure \(OOM\)|Memory on the node .* was \d+(?:\.\d+)?GB / \d+(?:\.\d+)?GB).*)$"),
+         _r(r"^(?P<msg>.*?(?:killed due to memory pressure \(OOM\)|Memory on the node .{0,200}? was \d+(?:\.\d+)?GB / \d+(?:\.\d+)?GB).*)$"),
          "(raylet) [2024-05-01 10:00:00,000 E 123 123] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node",
          "Ray's memory monitor killed a worker: the host ran out of memory",
          exception="SIGKILL", role="confirmation", kind="oom_kill", anchors=("memory pressure", "Memory on the node")),
@@ -340,7 +340,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Go's runtime on Windows reports an access violation (a native crash in a loaded library)",
          exception="Windows access violation", role="root", kind="signal", anchors=("Exception 0xc0000005",)),
     Rule("linker-error",
-         _r(r"(?P<msg>(?:\S*/)?ld(?:\.\w+)?: (?:cannot find -l\S+.*|.*undefined reference to .+))$"),
+         _r(r"(?<!\S)(?P<msg>(?:[\w.+-]*/)*ld(?:\.\w+)?: (?:cannot find -l\S+.*|.*?undefined reference to .+))$"),
          "/usr/bin/ld: cannot find -lcurand: No such file or directory",
          "an extension built at run time (DeepSpeed ops, torch cpp_extension) failed to link",
          exception="linker error", role="root", kind="cpp", anchors=("ld: cannot find", "undefined reference to")),
@@ -392,7 +392,7 @@ SYMPTOMS: tuple[Rule, ...] = (
          anchors=('failed to start',)),
     Rule("see-the-error-log", _r(r"(?:please |Please )?(?:check|see) the (?:error )?log\b"),
          "AssertionError: Engine building failed, please check the error log.",
-         "points at errors logged before it", anchors=('the error log', 'the log')),
+         "points at errors logged before it", anchors=('check the', 'see the')),
     Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
          "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",
          "vLLM V1's executor reports that one worker died during start-up",

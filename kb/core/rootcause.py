@@ -288,8 +288,8 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         text = event.message
     else:
         text = f"{event.exception}: {event.message}" if event.message else event.exception
-    if scan.first_rule(P.NEVER_CAUSE, text):
-        return "noise", "a deprecation notice"
+    if not item.in_traceback and scan.first_rule(P.NEVER_CAUSE, text):
+        return "noise", "a deprecation notice"  # (raised, under `python -W error`, it is the error)
     benign = scan.first_rule(P.BENIGN, text) or (item.header and scan.first_rule(P.BENIGN, item.header))
     if benign:
         return "benign", f"{benign.name}: {benign.why}"

@@ -284,7 +284,7 @@ class PageScan:
                 kept.append((position, pattern_id < block_ids))
                 continue
             count = seen.get(pattern_id, 0)
-            if count < CONTEXT_HITS and self.capture_prefix is not None:
+            if count < CONTEXT_HITS and every and self.capture_prefix is not None:
                 line_end = find(b"\n", position, stop)
                 if position - line_start <= self.capture_prefix(block[line_start:stop if line_end < 0 else line_end]):
                     continue
@@ -327,12 +327,15 @@ class PageScan:
 
 
 def _at_warning_level(block: bytes, line_start: int) -> bool:
-    """A WARNING line: `WARNING ` first, or ` WARNING ` within its first 120 bytes
-    (whichever anchor hit it)."""
-    if block.startswith(b"WARNING ", line_start):
-        return True
-    level = block.find(b" WARNING ", line_start, line_start + 120)
-    return level >= 0 and block.find(b"\n", line_start, level) < 0
+    """A record logged at WARNING level (vLLM's `WARNING 05-01 12:00:00 [...]`, first or
+    behind a process label or capture prefix within the line's first 120 bytes), whichever
+    anchor hit it; a message that only mentions WARNING is not one."""
+    level = -1 if not block.startswith(b"WARNING ", line_start) else line_start - 1
+    if level < 0:
+        level = block.find(b" WARNING ", line_start, line_start + 120)
+        if level < 0 or block.find(b"\n", line_start, level) >= 0:
+            return False
+    return block[level + 9:level + 10].isdigit()
 
 
 @lru_cache(maxsize=1)

@@ -452,9 +452,11 @@ def _demangle(name: str) -> str:
     only (std::, nested names, template arguments, substitutions), else as it is."""
     if not name[:1].isdigit() and not name.startswith(("St", "N")):
         return name
+    if len(name) > 400:
+        return name
     try:
         text, end = _Demangler(name).type(0)
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, RecursionError):
         return name
     return text if end == len(name) else name
 
@@ -506,6 +508,8 @@ class _Demangler:
         return self.text[start:start + int(digits.group(0))], start + int(digits.group(0))
 
     def _sub(self, name: str) -> str:
+        if len(name) > 600 or len(self.subs) > 100:
+            raise ValueError("not a name an exception type has")  # back-references can grow without bound
         if name not in self.subs:
             self.subs.append(name)
         return name
@@ -523,27 +527,27 @@ def _looks_like_exception(name: str, in_traceback: bool) -> bool:
 
 def _embedded_lines(body: str) -> list[str]:
     """The lines of a multi-line message inside a JSON log record (TGI's `--json-output`,
-    any JSON-lines logger): the record's longest string, decoded; the record's other
-    fields are not the message. Not a JSON record: the escapes undone in place."""
+    any JSON-lines logger): the record's string that holds the traceback, decoded; the
+    record's other fields are not the message. Not a JSON record: the escapes undone in
+    place."""
     if body.startswith("{"):
         try:
             record = json.loads(body)
         except (ValueError, RecursionError):
             record = None
-        text = _longest_string(record) if isinstance(record, dict) else None
+        texts = list(_strings(record)) if isinstance(record, dict) else []
+        text = next((t for t in texts if "Traceback" in t or 'File "' in t), None)
         if text and "\n" in text:
             return text.split("\n")
     return body.replace('\\"', '"').split(_ESCAPED_NEWLINE)
 
 
-def _longest_string(value, depth: int = 0) -> str | None:
+def _strings(value, depth: int = 0):
     if isinstance(value, str):
-        return value
-    if depth > 4 or not isinstance(value, (dict, list)):
-        return None
-    items = value.values() if isinstance(value, dict) else value
-    found = [text for item in items if (text := _longest_string(item, depth + 1))]
-    return max(found, key=len, default=None)
+        yield value
+    elif depth < 5 and isinstance(value, (dict, list)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _strings(item, depth + 1)
 
 
 def _is_boilerplate(stripped: str) -> bool:
@@ -551,7 +555,7 @@ def _is_boilerplate(stripped: str) -> bool:
 
 
 # tqdm's bar: "45% Completed | 29/64 [00:29<00:35, 1.0s/it]", "12%|█▏   | 1440/12000 [00:41<05:02"
-_PROGRESS_BAR = lazy(r"\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
+_PROGRESS_BAR = lazy(r"(?<!\d)\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
 _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 
 

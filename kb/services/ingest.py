@@ -428,8 +428,11 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
                             engine=incident.engine, engine_limitation=False,
                             next_incident_id=None, occurrence_count=0, first_seen=None,
                             last_seen=None, fix_count=0, facets=set())
-        route = route_key(fp, features) if identifying(analysis) else unique_route()
-        repo.add_fingerprint(incident.id, fp.version, fp.hash, route, features, "upload")
+        if identifying(analysis):
+            repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features), features, "upload")
+        else:  # a route of its own and nothing a later crash could be recalled or scored by
+            repo.add_fingerprint(incident.id, fp.version, fp.hash, unique_route(),
+                                 CrashFeatures(exception="", message_template=""), "upload")
     else:
         assert match.incident_id is not None
         found = match.head or repo.head(match.incident_id)

@@ -112,3 +112,29 @@ def test_a_native_allocation_failure_and_a_failed_check_are_named():
     check = b"[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first\n"
     assert analyze(oom).root_cause.exception == "CUDA error"
     assert analyze(check).root_cause.exception == "fatal check"
+
+
+def test_an_error_record_that_mentions_warning_is_still_an_error_record():
+    log = START * 3 + ("ERROR 05-01 12:00:09 [core.py:9] RuntimeError: CUDA error: an illegal memory access "
+                       "(env VLLM_LOGGING_LEVEL= WARNING )\n"
+                       "ERROR 05-01 12:00:10 [pg.py:9] ProcessGroupNCCL watchdog: NCCL timeout\n")
+    assert analyze(log.encode()).root_cause.exception == "RuntimeError"
+
+
+def test_a_json_record_is_read_from_the_field_that_holds_the_traceback():
+    import json
+
+    tb = 'Traceback (most recent call last):\n  File "/x/a.py", line 1, in f\nValueError: bad shard count'
+    record = json.dumps({"level": "ERROR", "message": tb, "request": "line of the request\n" * 20})
+    assert analyze((record + "\n").encode()).root_cause.exception == "ValueError"
+
+
+def test_a_two_line_excerpt_whose_first_line_fills_a_terminal_is_not_joined_to_a_crash_report():
+    first = ("x" * 60 + " while loading the model shards from the local cache directory")[:120]
+    assert analyze((first + "\nAborted (core dumped)\n").encode()).root_cause.exception == "SIGABRT"
+
+
+def test_a_deprecation_warning_raised_as_an_error_is_the_cause():
+    log = ('Traceback (most recent call last):\n  File "/x/train.py", line 3, in <module>\n'
+           "DeprecationWarning: torch.cuda.amp.GradScaler(args...) is deprecated\n")
+    assert analyze(log.encode()).root_cause.exception == "DeprecationWarning"
