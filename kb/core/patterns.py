@@ -392,7 +392,7 @@ SYMPTOMS: tuple[Rule, ...] = (
          anchors=('failed to start',)),
     Rule("see-the-error-log", _r(r"(?:please |Please )?(?:check|see) the (?:error )?log\b"),
          "AssertionError: Engine building failed, please check the error log.",
-         "points at errors logged before it", anchors=('check the', 'see the')),
+         "points at errors logged before it", anchors=('the error log', 'check the log', 'see the log')),
     Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
          "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",
          "vLLM V1's executor reports that one worker died during start-up",
@@ -600,7 +600,7 @@ ERROR_ANCHORS: tuple[str, ...] = (
     "ERROR", "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA",
-) + tuple(a for table in (SYMPTOMS, CASCADES) for rule in table for a in rule.anchors)  # wrappers, consequences
+) + tuple(a for rule in SYMPTOMS for a in rule.anchors)  # wrappers (a cascade line holds an error anchor)
 
 
 # Every redaction rule needs one of these literals on its line (kb.core.redact).
