@@ -9,7 +9,7 @@ import re
 from kb.core.normalize import frame_key, library_path, message_template, relevant
 from kb.core.records import ErrorEvent, Fingerprint, Hint
 
-VERSION = "3"  # 2: engine and crash phase join the hash; 3: "EAGLE-3" keeps its number
+VERSION = "3.1"  # 2: engine and crash phase join the hash; 3: "EAGLE-3" keeps its number; 3.1: detection v2 (capture layer, error grammar, kind names, phase evidence) changes what is hashed
 FRAMES_KEPT = 6  # in-library frames nearest the raise
 SHORT_MESSAGE = 12  # below this many characters the message alone cannot tell causes apart
 
