@@ -48,7 +48,7 @@ class Analyzer:
         self.secret_lines_complete = True  # False when secret_lines may miss one (cut or wrapped lines)
         self._pending = b""  # bytes of the current page not processed yet
         self._pending_offset = 0  # position of _pending[0] in the (inflated) log
-        self._lines_before = 0  # lines fully consumed before the current page
+        self._lines_before = 0  # lines counted before the current page (a line cut by a page: once)
         self._inflater: zlib._Decompress | None = None
         self._started = False
         self._profile: Profile | None = None

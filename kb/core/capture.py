@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from kb.core.lazyre import lazy
 from kb.core.patterns import ERROR_LINES, EXCEPTION_LINE, Prefix, by_first_char, known_engine_prefix, starts_record
 
-HEAD_LINES = 400  # lines of the head the profile is learned from
 _MAX_LAYERS = 6
 _REPEATED = 0.6  # share of the head's non-empty lines a learned head must start
 _REPEATED_MIN = 3  # and at least this many: one line's `name: ` is no evidence of a label

@@ -145,6 +145,11 @@ class Analysis:
     # found | not_captured (only wrappers: the cause is not in this log) | no_error
     verdict: str = "no_error"
 
+    @property
+    def identifies(self) -> bool:
+        """Does it name the crash's cause? Only then may it be matched or grouped."""
+        return self.verdict == "found"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -80,9 +80,9 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
     if best.tier == "truncated":
         # A traceback cut before its exception line, and a wrapper quoting an error: the
         # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'")
-        quoted = next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+        quoted = _first_quoted(ranked)
         if quoted is not None:
-            return quoted, sorted((_as_event(g) for g in ranked), key=lambda e: e.line_number or 0)
+            return quoted, _set_aside(ranked)
     if best.tier == "symptom":
         # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
         typed = next((g for g in ranked if g.first.event.kind == "python" and g.first.event.message.strip()
@@ -106,14 +106,22 @@ def _only_wrappers(best: Group, ranked: list[Group]) -> tuple[ErrorEvent, list[E
     """Only wrappers were found. One that quotes its cause gives that cause; otherwise they
     point at an error the log does not hold, and the best wrapper is returned as a symptom
     (role "symptom", low confidence: the analysis says the cause was not captured)."""
-    by_line = (lambda e: e.line_number or 0)
-    quoted = next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+    quoted = _first_quoted(ranked)
     if quoted is not None:
-        return quoted, sorted((_as_event(g) for g in ranked), key=by_line)
+        return quoted, _set_aside(ranked)
     wrapper = _as_event(best)
     wrapper.role, wrapper.confidence = "symptom", 0.2
     wrapper.reason = f"{best.reason}; only wrappers were found: the cause was not captured in this log"
-    return wrapper, sorted((_as_event(g) for g in ranked if g is not best), key=by_line)
+    return wrapper, sorted((_as_event(g) for g in ranked if g is not best), key=lambda e: e.line_number or 0)
+
+
+def _first_quoted(ranked: list[Group]) -> ErrorEvent | None:
+    return next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+
+
+def _set_aside(ranked: list[Group]) -> list[ErrorEvent]:
+    """Everything else found, in log order, benign noise left out (as the main path does)."""
+    return sorted((_as_event(g) for g in ranked if g.tier != "benign"), key=lambda e: e.line_number or 0)
 
 
 def _quoted_cause(wrapper: Group) -> ErrorEvent | None:

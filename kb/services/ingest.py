@@ -202,11 +202,6 @@ def check_idempotency_key(raw: str | None) -> str | None:
     return key
 
 
-def identifying(analysis: Analysis) -> bool:
-    """Does the analysis name the crash's cause? Only then can it be matched or grouped."""
-    return analysis.verdict == "found"
-
-
 def analyze_log(data: bytes, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
     return with_overrides(analyze(data), overrides)
 
@@ -273,7 +268,7 @@ def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url:
     analysis, features = analyze_log(data, overrides)
     with db.read() as session:
         repo = Repository(session)
-        match = find_match(repo, analysis.fingerprint, features, candidate_limit, identifying(analysis))
+        match = find_match(repo, analysis.fingerprint, features, candidate_limit, analysis.identifies)
         matched = match.head or (repo.head(match.incident_id) if match.incident_id else None)
         fixes, recommendation = advise(repo, matched, where_of(features), match.status)
         return UploadResult(
@@ -303,7 +298,7 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                                     log_compressed=compress_log(stored), log_bytes=len(stored),
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
-    if db.dialect == "postgresql" and identifying(analysis):
+    if db.dialect == "postgresql" and analysis.identifies:
         answer = _store_known(db, analysis, features, occurrence, now, base_url)
         if answer is not None:
             return answer
@@ -415,7 +410,7 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
     """One upload's writes, in as few statements as the answer allows: a known crash
     costs the lookup, the occurrence insert, the advice reads and the counter update."""
     fp = analysis.fingerprint
-    match = find_match(repo, fp, features, candidate_limit, identifying(analysis))
+    match = find_match(repo, fp, features, candidate_limit, analysis.identifies)
     created = match.status != "known"
     if created:
         incident = repo.add_incident(
@@ -428,7 +423,7 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
                             engine=incident.engine, engine_limitation=False,
                             next_incident_id=None, occurrence_count=0, first_seen=None,
                             last_seen=None, fix_count=0, facets=set())
-        if identifying(analysis):
+        if analysis.identifies:
             repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features), features, "upload")
         else:  # a route of its own and nothing a later crash could be recalled or scored by
             repo.add_fingerprint(incident.id, fp.version, fp.hash, unique_route(),
