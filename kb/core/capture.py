@@ -311,6 +311,8 @@ def clean(raw: str) -> str:
     """Drop ANSI codes and keep what a terminal would show after carriage returns."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
+    if raw[:1] == "`":  # a line pasted as markdown code: `RuntimeError: ...`
+        raw = raw.lstrip("`")
     if "\r" in raw:
         raw = raw.rstrip("\r")
         if "\r" in raw:

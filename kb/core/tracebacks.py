@@ -20,6 +20,7 @@ _MAX_FRAMES = 120
 _MAX_CONTINUATION = 25
 _TERMINATE = lazy(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))")
 _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
+_WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
@@ -288,8 +289,9 @@ class Extractor:
         terminate = _TERMINATE.search(stripped)
         if terminate:
             if stream.cpp is None or stream.cpp.event.message:
-                event = ErrorEvent(exception=terminate["type"], message="", process=_label(line),
-                                   line_number=line.number, kind="cpp")
+                inline = _WHAT_INLINE.search(stripped, terminate.end())  # a paste flattened to one line
+                event = ErrorEvent(exception=terminate["type"], message=inline["msg"].strip() if inline else "",
+                                   process=_label(line), line_number=line.number, kind="cpp")
                 stream.cpp = Found(event, line.level, line.timestamp, line.record)
                 self._add(stream, stream.cpp)
             return
@@ -395,8 +397,9 @@ class Extractor:
         """A Python exception named before an error rule's text (`RuntimeError: Error in
         model execution: CUDA error: ...`) is what was raised: the rule's text is its
         message. Taken as the mention, then."""
-        mention = P.EXCEPTION_MENTION.search(stripped, 0, max(position, 0))
-        if mention is None or mention["repr"] is not None or mention["exc"].endswith("Warning"):
+        mention = P.EXCEPTION_MENTION.search(stripped)
+        if (mention is None or mention.start() >= position or mention["repr"] is not None
+                or mention["exc"].endswith("Warning")):
             return False
         return self._mention(line, stream, stripped)
 

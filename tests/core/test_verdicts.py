@@ -138,3 +138,17 @@ def test_a_deprecation_warning_raised_as_an_error_is_the_cause():
     log = ('Traceback (most recent call last):\n  File "/x/train.py", line 3, in <module>\n'
            "DeprecationWarning: torch.cuda.amp.GradScaler(args...) is deprecated\n")
     assert analyze(log.encode()).root_cause.exception == "DeprecationWarning"
+
+
+def test_more_native_and_launcher_formats_name_their_error():
+    cases = {
+        b"Error operation not supported at line 351 in file /src/bitsandbytes/csrc/pythonInterface.c\n": "CUDA error",
+        b"terminate called after throwing an instance of 'tvm::ffi::Error' what(): Function ffi.GetKwargsObject not found Aborted (core dumped)\n": "tvm::ffi::Error",
+        b"/mlc-llm/cpp/llm_chat.cc:163: InternalError: Check failed: (fload_exec.defined()) is false: no vm_load_executable\n": "InternalError",
+        b"`RuntimeError: CUDA out of memory. Tried to allocate 256.00 MiB (GPU 0; 14.56 GiB total capacity)\n": "RuntimeError",
+        b"ERROR 2025-07-21 14:34:24.934 async_trtllm_engine_factory.py:62] Bfloat16 is only supported on GPUs with compute capability of at least 8.0.\n": "ValueError",
+    }
+    for log, kind in cases.items():
+        root = analyze(log).root_cause
+        assert root.exception == kind, (log, root)
+    assert analyze(list(cases)[1]).root_cause.message == "Function ffi.GetKwargsObject not found"
