@@ -57,6 +57,7 @@ class _Stream:
     last_number: int = 0
     cpp: Found | None = None
     pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
+    bare: Found | None = None  # `RuntimeError:` alone: an exception only if its text follows, indented
 
 
 @dataclass
@@ -107,6 +108,11 @@ class Extractor:
         stream.last_number = line.number + line.pieces - 1
         body = line.body
         stripped = body.strip()
+        if stream.bare is not None:
+            bare, stream.bare = stream.bare, None
+            if contiguous and stripped and body[:1] in (" ", "\t"):
+                self._add(stream, bare)  # bitsandbytes' "RuntimeError:\n        CUDA Setup failed ..."
+                stream.continuation_of, stream.continuation_lines = bare, 0
 
         if stream.frames is not None:
             if self._traceback_line(line, stream, body, stripped):
@@ -252,7 +258,7 @@ class Extractor:
         if _is_boilerplate(stripped):
             return True
         event = found.event
-        event.message = f"{event.message}\n{line.body}" if event.message else line.body
+        event.message = f"{event.message}\n{line.body}" if event.message else line.body.strip()
         return True
 
     @staticmethod
@@ -315,6 +321,12 @@ class Extractor:
             self._evidence(line, stripped)
             return  # a hint printed after an error (names it, never states it)
         exc = P.EXCEPTION_LINE.match(stripped)
+        if (exc and exc["msg"] is None and stripped.endswith(":") and not line.header
+                and _looks_like_exception(exc["exc"], in_traceback=False)):
+            stream.bare = Found(ErrorEvent(exception=exc["exc"], message="", process=_label(line),
+                                           line_number=line.number, kind="python"),
+                                line.level, line.timestamp, line.record)
+            return
         # "ValueError: msg" or a bare "AssertionError" outside a traceback (one-line logs,
         # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule
         is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=False) and (

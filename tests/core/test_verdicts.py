@@ -152,3 +152,12 @@ def test_more_native_and_launcher_formats_name_their_error():
         root = analyze(log).root_cause
         assert root.exception == kind, (log, root)
     assert analyze(list(cases)[1]).root_cause.message == "Function ffi.GetKwargsObject not found"
+
+
+def test_an_exception_whose_text_starts_on_the_next_line_is_read_only_with_that_text():
+    indented = "RuntimeError:\n        CUDA Setup failed despite GPU being available.\n\n        python -m bitsandbytes\n"
+    root = analyze(indented.encode()).root_cause
+    assert (root.exception, root.message.split("\n")[0]) == ("RuntimeError", "CUDA Setup failed despite GPU being available.")
+    listing = ("ImportError:\n[sgl_kernel] CRITICAL: Could not load any common_ops library!\n"
+               "- ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n")
+    assert analyze(listing.encode()).root_cause.message.startswith("libnvrtc.so.12")
