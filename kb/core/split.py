@@ -74,6 +74,6 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
     return line
 
 
-_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "WARN": "WARNING"}
+_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "C": "CRITICAL", "WARN": "WARNING"}
 
 _PREFIXES_BY_FIRST, _PREFIXES_ANY_START = by_first_char(PREFIXES)

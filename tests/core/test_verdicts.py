@@ -161,3 +161,12 @@ def test_an_exception_whose_text_starts_on_the_next_line_is_read_only_with_that_
     listing = ("ImportError:\n[sgl_kernel] CRITICAL: Could not load any common_ops library!\n"
                "- ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n")
     assert analyze(listing.encode()).root_cause.message.startswith("libnvrtc.so.12")
+
+
+def test_a_ray_component_check_failure_is_the_cause_behind_the_raylet_died_wrapper():
+    log = ("ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.\n"
+           "(raylet) [2023-06-27 07:56:04,042 C 1257 1257] (raylet) local_task_manager.cc:431:  "
+           "Check failed: task.GetTaskSpecification().PlacementGroupBundleId().first != PlacementGroupID::Nil()\n"
+           "(raylet) *** StackTrace Information ***\n")
+    root = analyze(log.encode()).root_cause
+    assert (root.exception, root.process) == ("fatal check", "raylet")
