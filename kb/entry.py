@@ -6,6 +6,7 @@ included, goes through `kb.cli`."""
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 
@@ -26,8 +27,12 @@ def main() -> None:
             else:
                 with stream:
                     result = analyze_stream(stream)
-                sys.stdout.write(render(result, "--json" in args[1:]) + "\n")
-                return
+                try:
+                    sys.stdout.write(render(result, "--json" in args[1:]) + "\n")
+                    sys.stdout.flush()
+                except BrokenPipeError:  # `kb analyze LOG | head`: the reader has what it wanted
+                    pass
+                os._exit(0)  # all is written: tearing down what the analysis built is wasted time
     from kb.cli import main as cli
 
     cli()

@@ -269,7 +269,7 @@ class PageScan:
                     warning_kept = warn_start
                 continue
             line_start = rfind(b"\n", begin, position) + 1 or begin
-            if _at_warning_level(block, line_start):
+            if _at_warning_level(block, line_start, position, stop):
                 # Logged at WARNING level (vLLM's prefix, behind any capture prefix): the
                 # engine went on (a recovered traceback, a deprecation) and long logs are
                 # full of them. Such a line is the cause only of a log that holds nothing
@@ -326,35 +326,50 @@ class PageScan:
         return ranges
 
 
-def _at_warning_level(block: bytes, line_start: int) -> bool:
+def _at_warning_level(block: bytes, line_start: int, position: int, size: int) -> bool:
     """A record logged at WARNING level (vLLM's `WARNING 05-01 12:00:00 [...]`, first or
     behind a process label or capture prefix within the line's first 120 bytes), whichever
-    anchor hit it; a message that only mentions WARNING is not one."""
-    level = -1 if not block.startswith(b"WARNING ", line_start) else line_start - 1
-    if level < 0:
+    anchor hit it at `position` on that line; a message that only mentions WARNING is not
+    one. (Hot: called for every line a hit falls on.)"""
+    if block.startswith(b"WARNING ", line_start):
+        level = line_start - 1
+    else:
         level = block.find(b" WARNING ", line_start, line_start + 120)
-        if level < 0 or block.find(b"\n", line_start, level) >= 0:
-            return False
-    return block[level + 9:level + 10].isdigit()
+        if level < 0 or (level > position and block.find(b"\n", position, level) >= 0):
+            return False  # none, or on the next line
+    digit = level + 9
+    return digit < size and 48 <= block[digit] <= 57
 
 
 @lru_cache(maxsize=1)
 def _anchors() -> list[str]:
-    blocks = sorted(set(BLOCK_ANCHORS))
-    lines = sorted((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(blocks))
+    blocks, lines, context = _anchor_classes()
+    return blocks + lines + context
+
+
+@lru_cache(maxsize=1)
+def _anchor_classes() -> tuple[list[str], list[str], list[str]]:
+    """Block anchors, line anchors, context anchors. An error anchor that holds another
+    one (`Engine core initialization failed` holds `failed`) selects no line the other
+    does not: it is left out, since every literal costs the scan (secret anchors stay:
+    they mark lines for redaction on their own)."""
+    block_set = set(BLOCK_ANCHORS)
+    blocks = sorted(a for a in block_set if not any(b != a and b in a for b in block_set))
+    line_set = (set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - block_set
+    covering = set(blocks) | line_set
+    lines = sorted(a for a in line_set if a in SECRET_ANCHORS or not any(b != a and b in a for b in covering))
     from kb.core.context import CONTEXT_LITERALS  # the context reads what its own tables look for
 
-    context = sorted(set(CONTEXT_LITERALS) - set(blocks) - set(lines))
-    return blocks + lines + context
+    context = sorted(set(CONTEXT_LITERALS) - block_set - line_set)
+    return blocks, lines, context
 
 
 @lru_cache(maxsize=1)
 def _anchor_ids() -> tuple[int, int, frozenset[int]]:
     """(ids below this are block anchors, ids below this are error anchors, secret ids)."""
+    blocks, lines, _ = _anchor_classes()
     ordered = _anchors()
-    blocks = len(set(BLOCK_ANCHORS))
-    errors = blocks + len((set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - set(BLOCK_ANCHORS))
-    return blocks, errors, frozenset(i for i, a in enumerate(ordered) if a in SECRET_ANCHORS)
+    return len(blocks), len(blocks) + len(lines), frozenset(i for i, a in enumerate(ordered) if a in SECRET_ANCHORS)
 
 
 def _hyperscan_hits(block: bytes, begin: int, stop: int, every: bool) -> list[tuple[int, int]]:
