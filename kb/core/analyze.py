@@ -284,21 +284,14 @@ class Analyzer:
         """Keep the first and the last WARNING_LINES_KEPT WARNING lines with an error
         anchor the pre-filter skipped (numbered), for a log whose only error they hold.
         `block[begin:end]` holds lines `lines_before + 1` to `_lines_before`."""
-        position, number = begin, lines_before
         first = [w for w in first if w[0] >= begin]  # the head was parsed whole
         room = max(WARNING_LINES_KEPT - len(self._first_warnings), 0)
-        for start, stop in first[:room]:
-            number += block.count(b"\n", position, start)
-            position = start
-            self._first_warnings.append((number + 1, bytes(block[start:stop].rstrip(b"\n"))))
+        self._first_warnings += _numbered(block, first[:room], begin, lines_before)
         tail = [w for w in (first[room:] + list(last))[-WARNING_LINES_KEPT:] if w[0] >= begin]
-        if tail:  # numbered from the page's end: they are near it
+        if tail:  # counted back from the page's end: they are near it
             position = tail[0][0]
-            number = self._lines_before - (block[end - 1:end] != b"\n") - block.count(b"\n", position, end) + 1
-            for start, stop in tail:
-                number += block.count(b"\n", position, start)
-                position = start
-                self._last_warnings.append((number, bytes(block[start:stop].rstrip(b"\n"))))
+            before = self._lines_before - (block[end - 1:end] != b"\n") - block.count(b"\n", position, end)
+            self._last_warnings.extend(_numbered(block, tail, position, before))
 
     def _time_before(self, block: bytes, floor: int, start: int, number: int) -> None:
         """Note the time of the nearest timestamped line before a window (up to
@@ -345,6 +338,15 @@ class Analyzer:
         if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
             self._extractor.feed(parsed)
         self._context.feed(parsed)
+
+
+def _numbered(block: bytes, ranges: list[tuple[int, int]], position: int, lines_before: int):
+    """(line number, bytes) of each line range, in order; `lines_before` lines come before
+    block[position]."""
+    for start, stop in ranges:
+        lines_before += block.count(b"\n", position, start)
+        position = start
+        yield lines_before + 1, bytes(block[start:stop].rstrip(b"\n"))
 
 
 def analyze(data: bytes) -> Analysis:

@@ -253,7 +253,9 @@ def _goes_on(text: str, profile: Profile | None) -> bool:
 
 
 def _states_error(text: str) -> bool:
-    """An error line of a known format from the line's start (`Aborted (core dumped)`)."""
+    """An error line of a known format from the line's start (`Aborted (core dumped)`).
+    kb.core.tracebacks has a twin for message continuations, which leaves out the rules
+    for a Python exception's own lines (pydantic's `Value error, ...` continues one)."""
     for rule in ERROR_LINES:
         if rule.role in ("root", "confirmation") and any(a in text for a in rule.anchors):
             match = rule.pattern.search(text)

@@ -71,7 +71,8 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
     if not groups:
         return None, []
     _mark_recovered(groups, last_info or {})
-    ranked = sorted(groups, key=lambda g: (-_score(g), g.first.event.line_number or 0))
+    scores = {id(g): _score(g) for g in groups}
+    ranked = sorted(groups, key=lambda g: (-scores[id(g)], g.first.event.line_number or 0))
     best = ranked[0]
     native = [g for g in groups if g.first.event.kind == "signal" and g.tier == "root-rule"
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
@@ -94,7 +95,7 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
             return _only_wrappers(best, ranked)
     root = _as_event(best)
     root.role = "root"
-    root.confidence = _confidence(best, ranked)
+    root.confidence = _confidence(best, ranked, scores)
     if best.tier not in ("root-traceback", "root-line", "root-rule"):
         root.reason = f"{best.reason}; chosen because no stronger candidate was found"
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
@@ -168,13 +169,13 @@ _COMPETING = {"root-traceback", "root-line", "root-rule", "root-inferred", "log_
 _FULL_MARGIN = 40.0
 
 
-def _confidence(best: Group, ranked: list[Group]) -> float:
+def _confidence(best: Group, ranked: list[Group], scores: dict[int, float]) -> float:
     """The tier's confidence (_CONFIDENCE), lowered when another candidate for the cause
     scores close: x (0.75 + 0.25 * margin / 40), the margin over the best competing
     candidate capped at 40 (wrappers, cascades and confirmations point at the cause and
     do not compete with it)."""
-    others = [_score(g) for g in ranked if g is not best and g.tier in _COMPETING]
-    margin = _FULL_MARGIN if not others else min(max(_score(best) - max(others), 0.0), _FULL_MARGIN)
+    others = [scores[id(g)] for g in ranked if g is not best and g.tier in _COMPETING]
+    margin = _FULL_MARGIN if not others else min(max(scores[id(best)] - max(others), 0.0), _FULL_MARGIN)
     return round(_CONFIDENCE[best.tier] * (0.75 + 0.25 * margin / _FULL_MARGIN), 3)
 
 

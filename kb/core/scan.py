@@ -263,20 +263,17 @@ class PageScan:
                     line_end = find(b"\n", position, stop)
                     secret_end = stop if line_end < 0 else line_end + 1
                     secrets.append((line_start, secret_end))
+            if not warn_start <= position < warn_end:
+                line_start = rfind(b"\n", begin, position) + 1 or begin
+                if _at_warning_level(block, line_start, position, stop):
+                    # Logged at WARNING level (vLLM's prefix, behind any capture prefix): the
+                    # engine went on (a recovered traceback, a deprecation) and long logs are
+                    # full of them. Such a line is the cause only of a log that holds nothing
+                    # else: the first and last few with an error anchor are kept for that case.
+                    line_end = find(b"\n", position, stop)
+                    warn_start, warn_end = line_start, stop if line_end < 0 else line_end + 1
             if warn_start <= position < warn_end:
                 if keep_warnings and pattern_id < error_ids and warning_kept != warn_start:
-                    (warnings if len(warnings) < WARNING_LINES_KEPT else last_warnings).append((warn_start, warn_end))
-                    warning_kept = warn_start
-                continue
-            line_start = rfind(b"\n", begin, position) + 1 or begin
-            if _at_warning_level(block, line_start, position, stop):
-                # Logged at WARNING level (vLLM's prefix, behind any capture prefix): the
-                # engine went on (a recovered traceback, a deprecation) and long logs are
-                # full of them. Such a line is the cause only of a log that holds nothing
-                # else: the first few with an error anchor are kept for that case.
-                line_end = find(b"\n", position, stop)
-                warn_start, warn_end = line_start, stop if line_end < 0 else line_end + 1
-                if keep_warnings and pattern_id < error_ids:
                     (warnings if len(warnings) < WARNING_LINES_KEPT else last_warnings).append((warn_start, warn_end))
                     warning_kept = warn_start
                 continue

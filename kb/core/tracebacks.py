@@ -372,10 +372,8 @@ class Extractor:
 
     def _from_rule(self, line: LogLine, stream: _Stream, rule: P.Rule, match: re.Match[str]) -> None:
         groups = match.groupdict()
-        exception = _demangle(groups.get("exc") or rule.exception or "logged error")
+        exception = _rule_exception(rule, groups)
         role = rule.role or "root"
-        if exception == "signal":  # a launcher reporting how its child ended: the child's own output says why
-            exception = _signal_name(groups)
         event = ErrorEvent(exception=exception, message=match["msg"].strip(), process=_label(line),
                            line_number=line.number, kind=rule.kind or "log_error", role=role,
                            reason=rule.why)
@@ -448,6 +446,13 @@ class Extractor:
 _ERROR_RULES = scan.RuleIndex(P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT", 4: "SIGILL", 1: "SIGHUP",
             8: "SIGFPE"}
+
+
+def _rule_exception(rule: P.Rule, groups: dict) -> str:
+    """The kind an error-line rule names: the class the line names (demangled), else the
+    rule's kind; a signal by its name (a launcher reporting how its child ended)."""
+    exception = _demangle(groups.get("exc") or rule.exception or "logged error")
+    return _signal_name(groups) if exception == "signal" else exception
 
 
 def _signal_name(groups: dict) -> str:
@@ -630,10 +635,7 @@ def quoted_error(text: str) -> ErrorEvent | None:
         for rule in _ERROR_RULES.candidates(inner):
             match = rule.pattern.search(inner)
             if match and rule.role in ("root", "confirmation"):
-                exception = match.groupdict().get("exc") or rule.exception or "logged error"
-                if exception == "signal":
-                    exception = _signal_name(match.groupdict())
-                return ErrorEvent(exception=exception,
+                return ErrorEvent(exception=_rule_exception(rule, match.groupdict()),
                                   message=match["msg"].strip().rstrip("'\""), kind=rule.kind or "log_error")
         mention = P.EXCEPTION_MENTION.search(inner)
         if mention is not None:
