@@ -253,7 +253,7 @@ PHASES = ["startup", "weight_loading", "kv_cache_profiling", "cuda_graph_capture
 
 def synthetic_rows(start: int, count: int, rng: random.Random) -> tuple[list[tuple], list[tuple]]:
     from kb.core.records import Fingerprint
-    from kb.db.repositories import message_key
+    from kb.core.recall import message_key
     from kb.services.matching import route_key
 
     incidents, fingerprints = [], []
@@ -294,6 +294,22 @@ def bulk_insert(url: str, start: int, count: int, rng: random.Random) -> None:
                       "gpu_name, gpu_count, tp, dp, pp, ep, phase, created_at) FROM STDIN") as copy:
             for row in fingerprints:
                 copy.write_row((*row, "2026-01-01T00:00:00Z"))
+        # the document frequencies matching weighs terms by (kb.db.models.TemplateTerm)
+        from collections import Counter
+
+        from kb.core.recall import terms
+
+        counts: Counter[str] = Counter()
+        for row in fingerprints:
+            counts[""] += 1
+            counts.update(t[:120] for t in terms(row[8]))
+        cur.execute("CREATE TEMP TABLE new_terms (term varchar(120), templates integer)")
+        with cur.copy("COPY new_terms (term, templates) FROM STDIN") as copy:
+            for term, n in counts.items():
+                copy.write_row((term, n))
+        cur.execute("INSERT INTO template_terms (term, templates) SELECT term, templates FROM new_terms "
+                    "ON CONFLICT (term) DO UPDATE SET templates = template_terms.templates + excluded.templates")
+        cur.execute("DROP TABLE new_terms")
         for table in ("incidents", "incident_fingerprints"):
             cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
         cur.execute("ANALYZE incidents; ANALYZE incident_fingerprints")

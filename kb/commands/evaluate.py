@@ -50,8 +50,13 @@ def load_seed_incidents(directory: Path) -> list[SeedIncident]:
               help="A file of case ids (one a line, e.g. BATCH2.txt): also print the root cause figure on them.")
 @click.option("--shapes", is_flag=True, help="Re-capture every case in each capture shape (journald, srun, ...) "
               "and print root-cause accuracy per shape and agreement with the plain log.")
+@click.option("--calibrate", is_flag=True, help="Choose the matcher's known threshold and term mix by "
+              "cross-validation and print the held-out figures.")
+@click.option("--grouping/--no-grouping", default=True, help="Grouping through the production path "
+              "(leave-one-out on throwaway databases; the slow part).")
 @click.option("-v", "--verbose", is_flag=True, help="One line per case.")
-def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes: bool, verbose: bool) -> None:
+def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes: bool,
+             calibrate: bool, grouping: bool, verbose: bool) -> None:
     """Root-cause, context and grouping accuracy on a folder of labeled cases
     (<id>.log + <id>.json as in shared/corpus/README.md)."""
     cases = load_cases(directory)
@@ -65,6 +70,9 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
         for shape, figures in evaluate_shapes(cases).items():
             click.echo(f"{shape:<20} {figures['root_cause']:>10.1%} {figures['same_as_plain']:>14.1%}")
         return
+    if calibrate:
+        _print_calibration(cases)
+        return
     seeds = load_seed_incidents(Path(seeds_dir)) if seeds_dir else None
     if seeds_dir and not seeds:
         raise click.ClickException(f"no seed incidents found under {seeds_dir}")
@@ -73,13 +81,10 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
     if verbose:
         for r in results:
             mark = "ok " if r.recoverable else "BAD"
-            group = "ok " if r.grouping_ok else "BAD"
             bad_ctx = [k for k, ok in r.context.items() if not ok]
-            click.echo(f"{mark} grp={group} {r.id:<22} {r.failure_class:<40} got {r.got[:70]!r}")
+            click.echo(f"{mark} {r.id:<22} {r.failure_class:<40} got {r.got[:70]!r}")
             if not r.recoverable:
                 click.echo(f"      expected {r.expected[:90]!r}")
-            if not r.grouping_ok:
-                click.echo(f"      nearest {r.nearest} ({r.nearest_score:.1f})")
             if bad_ctx:
                 click.echo(f"      context wrong: {', '.join(bad_ctx)}")
             if seeds is not None:
@@ -97,10 +102,48 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
     click.echo("context accuracy per field (cases labeled):")
     for name, (accuracy, count) in report["context"].items():
         click.echo(f"  {name:<15} {accuracy:6.1%}  ({count})")
-    click.echo(f"grouping, top-1 among recurring classes: {report['grouping_recurring']:.1%} of {report['recurring_cases']}")
-    click.echo(f"grouping, singletons kept new:           {report['grouping_singletons']:.1%} of {report['singleton_cases']}")
+    if grouping:
+        _print_grouping(cases, results if verbose else None)
     if seeds is not None:
         s = report["seeds"]
         click.echo(f"seed knowledge base ({len(seeds)} incidents): recognized with a fix "
                    f"{s['recognized_recurring']:.1%} of recurring-class cases; wrong matches {s['wrong_match']:.1%} of all"
                    + (f" ({', '.join(s['wrong_ids'])})" if s["wrong_ids"] else ""))
+
+
+def _print_grouping(cases: list[Case], verbose_results: list | None) -> None:
+    from collections import Counter
+
+    from kb.services.evaluation import leave_one_out
+
+    report = leave_one_out(cases)
+    classes = Counter(str(c.label.get("failure_class")) for c in cases)
+    figure = (lambda value: "n/a" if value is None else f"{value:.1%}")
+    click.echo("grouping through the service (leave-one-out, fresh unseeded database):")
+    click.echo(f"  recurring classes, top incident of the class (RR@1): {figure(report.rr_at_1(classes))} of {report.recurring}")
+    click.echo(f"  one-of-a-kind kept new:                             {figure(report.kept_new(classes))} of {report.singletons}")
+    click.echo(f"  precision of \"known\":                              {figure(report.known_precision())}")
+    if verbose_results is not None:
+        for r in report.results:
+            if not r.right:
+                click.echo(f"  grouping BAD {r.id:<22} {r.failure_class:<40} {r.status} {r.score:.1f}"
+                           + (f" -> incident of {r.majority}" if r.majority else ""))
+
+
+def _print_calibration(cases: list[Case]) -> None:
+    from kb.core.calibrate import TARGET_PRECISION, Labeled, calibrate
+    from kb.core.match import KNOWN_THRESHOLD, TERM_MIX
+
+    labeled = []
+    for case in cases:
+        analysis = analyze(case.log)
+        labeled.append(Labeled(case.id, str(case.label.get("failure_class")),
+                               CrashFeatures.from_analysis(analysis), analysis.identifies))
+    result = calibrate(labeled)
+    figure = (lambda value: "n/a" if value is None else f"{value:.1%}")
+    click.echo(f"cases: {len(cases)}; target precision of known >= {TARGET_PRECISION:.0%}")
+    click.echo(f"chosen on all cases: known threshold {result.chosen.threshold:.0f}, term mix {result.chosen.mix}"
+               f"  (in kb.core.match now: {KNOWN_THRESHOLD:.0f}, {TERM_MIX})")
+    click.echo("per fold: " + ", ".join(f"{c.threshold:.0f}/{c.mix}" for c in result.per_fold))
+    click.echo(f"held out (nearest case): RR@1 {figure(result.held_out.rr_at_1)}, kept new "
+               f"{figure(result.held_out.kept_new)}, precision of known {figure(result.held_out.precision)}")

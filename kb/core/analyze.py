@@ -107,7 +107,7 @@ class Analyzer:
         first, crash, seconds = self._context.seconds_to_crash(root.line_number if root else None)
         processes = sorted({label for key in self._extractor.streams if (label := _key_label(key))})
         return Analysis(
-            fingerprint=fingerprint(root, context.engine, phase),
+            fingerprint=fingerprint(root),
             root_cause=root,
             symptoms=symptoms[:50],
             context=context,

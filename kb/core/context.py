@@ -135,7 +135,7 @@ _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|
 
 # "vllm/model_executor/models/llama.py", "custom_modeling/flash_llama_modeling.py",
 # "transformers/models/qwen2/modeling_qwen2.py" -> the model_type the code is for
-_MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|modeling_([a-z][a-z0-9_]*)\.py$")
+_MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|/models/[a-z][a-z0-9_]*/modeling_([a-z][a-z0-9_]*)\.py$")
 
 
 def arch_from_frames(files: list[str]) -> str | None:

@@ -9,9 +9,9 @@ import re
 from kb.core.normalize import frame_key, library_path, message_template, relevant
 from kb.core.records import ErrorEvent, Fingerprint, Hint
 
-VERSION = "3.1"  # 2: engine and crash phase join the hash; 3: "EAGLE-3" keeps its number; 3.1: detection v2 (capture layer, error grammar, kind names, phase evidence) changes what is hashed
+VERSION = "4"  # 2: engine and crash phase join the hash; 3: "EAGLE-3" keeps its number; 3.1: detection v2 (capture layer, error grammar, kind names, phase evidence) changes what is hashed; 4: the error alone (engine and phase leave the hash: a wrong phase guess must not split a group)
 FRAMES_KEPT = 6  # in-library frames nearest the raise
-SHORT_MESSAGE = 12  # below this many characters the message alone cannot tell causes apart
+HASHED_FRAMES = 3  # of those, the ones in the hash: where the error is raised, not the caller's path
 
 
 def canonical_exception(name: str) -> str:
@@ -41,7 +41,10 @@ def killed_by(event: ErrorEvent) -> str | None:
     return _SIGNAL_NAMES.get(number)
 
 
-def fingerprint(event: ErrorEvent | None, engine: str | None = None, phase: str | None = None) -> Fingerprint:
+def fingerprint(event: ErrorEvent | None) -> Fingerprint:
+    """The identity of the error alone: kind, message template and, when the message is
+    too short to tell causes apart, the frames nearest the raise. Where it happened
+    (engine, version, phase) is context: the matcher weighs it, the hash does not."""
     if event is None:
         return Fingerprint(version=VERSION, hash=_digest("no-error"), signature="(no error found)",
                            exception="", message_template="",
@@ -52,7 +55,7 @@ def fingerprint(event: ErrorEvent | None, engine: str | None = None, phase: str 
         exception, template = signal, f"process killed by {signal}"
         hints.append(Hint("exception", f"{event.exception}: {event.message}", True,
                           f"a process killed by {signal}: the signal is the identity, the wording is not"))
-        return Fingerprint(version=VERSION, hash=_digest("\x1f".join([VERSION, engine or "", exception, template])),
+        return Fingerprint(version=VERSION, hash=_digest("\x1f".join([VERSION, exception, template])),
                            signature=f"{exception}: {template}", exception=exception, message_template=template,
                            frames=[], hints=hints)
     exception = canonical_exception(event.exception)
@@ -85,14 +88,10 @@ def fingerprint(event: ErrorEvent | None, engine: str | None = None, phase: str 
         hints.append(Hint("frame", key, True, ", ".join(dropped) or "frame"))
     frames.reverse()
 
-    where = [engine or "", phase if phase not in (None, "unknown") else ""]
-    hints.append(Hint("context", f"{engine or '?'} / {phase or 'unknown'}", True,
-                      "the same error in another engine or another phase of the launch has another fix"))
-    parts = [VERSION, *where, exception, template]
-    if len(template) < SHORT_MESSAGE:
-        parts.extend(frames[-3:])
-        hints.append(Hint("frame", " < ".join(frames[-3:]), True,
-                          "message too short to identify the cause: the 3 frames nearest the raise join the hash"))
+    parts = [VERSION, exception, template, *frames[-HASHED_FRAMES:]]
+    if frames:
+        hints.append(Hint("frame", " < ".join(frames[-HASHED_FRAMES:]), True,
+                          f"the {HASHED_FRAMES} contributing frames nearest the raise join the hash"))
     signature = f"{exception}: {template}" if template else exception
     if frames:
         signature += " | " + " < ".join(f.rsplit(":", 1)[-1] for f in reversed(frames[-3:]))

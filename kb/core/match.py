@@ -1,9 +1,12 @@
-"""How alike two crashes are: rapidfuzz over the normalized message and the frame
-sequence, then weighed by context (engine, version distance, architecture, GPU family,
-topology, phase). Pure, so the service, the CLI and the evaluation share one policy.
+"""How alike two crashes are: the error (exception type, normalized message, frames)
+decides, context (engine, version distance, architecture, GPU family, topology, phase)
+weighs. Pure, so the service, the CLI and the evaluation share one policy.
 
-Score 0-100. `known` (>= KNOWN_THRESHOLD): the same incident. `similar` (>=
-SIMILAR_THRESHOLD): worth showing beside the answer, never merged automatically."""
+Score 0-100 with tiers: `known` (>= KNOWN_THRESHOLD): the same incident; `similar` (>=
+SIMILAR_THRESHOLD): worth showing beside the answer, never merged automatically. A crash
+of another engine is never `known` automatically: its fixes are another engine's flags.
+The thresholds are chosen by cross-validation on the labeled corpus (`kb eval
+--calibrate` prints the figures behind them)."""
 
 from __future__ import annotations
 
@@ -14,37 +17,65 @@ from rapidfuzz.distance import Levenshtein
 
 from kb.core.fingerprint import canonical_exception
 from kb.core.gpus import gpu_family
+from kb.core.recall import UNIFORM, TermWeights, terms
 from kb.core.records import CrashFeatures, MatchScore
 
-KNOWN_THRESHOLD = 80.0
+KNOWN_THRESHOLD = 92.0
 SIMILAR_THRESHOLD = 55.0
+ALIAS_THRESHOLD = 96.0  # a fuzzy "known" this sure routes its fingerprint to the incident for good
 
 # weights of the crash itself (sum 1) when both sides have frames / when one has none
 _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 # multiplicative context penalties (only when both sides state the value)
 _ENGINE_DIFFERS = 0.12
-_PHASE_DIFFERS = 0.15  # the same error in another phase of the launch is another incident
+_PHASE_DIFFERS = 0.05  # a soft term: phase guesses are often wrong, and the hash no longer splits by phase
 _ARCH_DIFFERS = 0.03
 _GPU_FAMILY_DIFFERS = 0.03
 _TOPOLOGY_DIFFERS = 0.02
 _VERSION_STEP = 0.01  # per minor version apart, capped
 _VERSION_CAP = 0.05
+# How much the rare-term overlap (kb.core.recall.TermWeights) moves the text similarity:
+# 0 is the edit distance alone, 1 lets two texts that share only boilerplate fall to 0.
+TERM_MIX = 0.5
+_CUT_PARTIAL = 95.0  # one text is (nearly) contained in the other: cut by a viewer
 
-def message_similarity(a: str, b: str) -> float:
-    """0-100. Messages are often cut by viewers: a long common prefix counts fully."""
+
+def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: float = TERM_MIX) -> float:
+    """0-100: the edit-distance similarity of the two texts, scaled by how much of their
+    rare terms they share, so "attention heads ... divisible by tensor parallel size" and
+    "experts ... divisible by expert parallel size" are apart although most characters
+    agree. Messages are often cut by viewers: a long common prefix counts fully, and the
+    shorter text's terms are then compared with the other's alone."""
     if not a or not b:
         return 0.0  # an empty message (truncated log) is evidence of nothing
+    if a == b:
+        return 100.0
     ratio = fuzz.ratio(a, b)
     shorter = min(len(a), len(b))
-    if shorter >= 40:
-        ratio = max(ratio, fuzz.partial_ratio(a, b) * 0.97)
+    partial = fuzz.partial_ratio(a, b) if shorter >= 40 else 0.0
+    ratio = max(ratio, partial * 0.97)
     head_a, head_b = _statement(a), _statement(b)
     if min(len(head_a.split()), len(head_b.split())) >= 5:
         # the same error wrapped in more words by another engine or launcher; only the
         # statement counts here, not the advice that follows ("Try increasing ...")
         ratio = max(ratio, fuzz.token_set_ratio(head_a, head_b, processor=utils.default_process) * 0.9)
-    return ratio
+    overlap = term_overlap(a, b, weights, cut=partial >= _CUT_PARTIAL)
+    return ratio * (1 - mix + mix * overlap)
+
+
+def term_overlap(a: str, b: str, weights: TermWeights = UNIFORM, *, cut: bool = False) -> float:
+    """0-1: the weight of the terms both texts hold over the weight of all their terms
+    (over the shorter text's terms alone when one was cut)."""
+    terms_a, terms_b = terms(a), terms(b)
+    if not terms_a or not terms_b:
+        return 1.0  # nothing but placeholders and punctuation: the edit distance decides
+    if cut:  # the shorter text's last word may be cut too: a prefix of a word counts
+        smaller, larger = (terms_a, terms_b) if len(a) <= len(b) else (terms_b, terms_a)
+        held = [t for t in smaller if t in larger or any(u.startswith(t) for u in larger)]
+        return sum(weights.weight(t) for t in held) / sum(weights.weight(t) for t in smaller)
+    shared = sum(weights.weight(t) for t in terms_a & terms_b)
+    return shared / sum(weights.weight(t) for t in terms_a | terms_b)
 
 
 def _statement(message: str) -> str:
@@ -72,10 +103,11 @@ def _minor(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def score(query: CrashFeatures, candidate: CrashFeatures) -> MatchScore:
+def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights = UNIFORM,
+          mix: float = TERM_MIX) -> MatchScore:
     explanation: list[str] = []
     exc = exception_similarity(query.exception, candidate.exception)
-    msg = message_similarity(query.message_template, candidate.message_template)
+    msg = message_similarity(query.message_template, candidate.message_template, weights, mix)
     explanation.append("exception type equal" if exc == 100 else f"exception type differs ({query.exception} vs {candidate.exception})")
     explanation.append(f"message {msg:.0f}/100")
     if query.frames and candidate.frames:
@@ -106,8 +138,21 @@ def score(query: CrashFeatures, candidate: CrashFeatures) -> MatchScore:
         explanation.append(f"engine version {query.engine_version} vs {candidate.engine_version}"
                            + (" (same minor)" if distance == 0 else f" ({distance} minor apart)"))
     total = round(max(0.0, core * factor), 1)
-    status = "known" if total >= KNOWN_THRESHOLD else "similar" if total >= SIMILAR_THRESHOLD else "new"
+    status = tier(total, other_engine=_differ(query.engine, candidate.engine))
+    if status == "similar" and total >= KNOWN_THRESHOLD:
+        explanation.append("another engine: shown as similar, never known automatically")
     return MatchScore(score=total, status=status, explanation=explanation)
+
+
+def tier(value: float, *, other_engine: bool = False) -> str:
+    """known | similar | new for a score. Another engine's incident is at best similar."""
+    if value >= KNOWN_THRESHOLD and not other_engine:
+        return "known"
+    return "similar" if value >= SIMILAR_THRESHOLD else "new"
+
+
+def _differ(a: str | None, b: str | None) -> bool:
+    return bool(a and b and a != b)
 
 
 def _penalty(a: object, b: object, cost: float, label: str, explanation: list[str]) -> float:

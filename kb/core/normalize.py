@@ -6,6 +6,7 @@ library-relative and the frames that say nothing about the cause."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,9 +18,25 @@ from kb.core.records import Frame
 class Normalizer:
     name: str
     pattern: LazyPattern
-    replacement: str
+    replacement: str | Callable[[re.Match[str]], str]
     sample: str
     why: str
+
+
+_CODE_FILE = re.compile(r"/([\w+-]+?)(?:\.cpython-\d+\w*-[\w-]+|\.abi3)?(\.(?:so(?:\.\d+)*|pyd|dll|py|pyx|cpp|cc|cu|cuh|c|h|hpp))/?$")
+
+
+_SONAME_VERSION = re.compile(r"(?:[.]\d+)+$")
+
+
+def _code_file_kept(match: re.Match[str]) -> str:
+    """'<path>/flash_attn_2_cuda.so' for a compiled extension or source file; '<path>'
+    for anything else (model directories, data files: they vary between users)."""
+    code = _CODE_FILE.search(match.group(0))
+    if code is None:
+        return "<path>"
+    suffix = _SONAME_VERSION.sub("", code.group(2))
+    return f"<path>/{code.group(1)}{suffix}"
 
 
 MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
@@ -27,8 +44,13 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BloomForCausalLM', 'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen2ForCausalLM']",
                "lists of supported things change with every release"),
     Normalizer("url", lazy(r"https?://\S+"), "<url>", "See https://docs.vllm.ai/en/latest/x for more", "doc links move"),
-    Normalizer("path", lazy(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>",
-               "/usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.so", "install locations differ"),
+    Normalizer("path", lazy(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), _code_file_kept,
+               "/usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so",
+               "install locations differ; a code file's name (a compiled extension, a source file) "
+               "says which library failed, so it stays, without its Python ABI tag"),
+    Normalizer("library-version", lazy(r"\b([\w+-]+\.so)(?:\.\d+)+"), r"\1",
+               "libcudart.so.12: cannot open shared object file",
+               "the library's soname version varies with the install; its name identifies the cause"),
     Normalizer("dotted-name", lazy(r"\b[a-z_]\w*(?:\.\w+){2,}\b"), "<name>",
                "weight model.layers.0.self_attn.q_proj.weight does not exist",
                "parameter and module names depend on the model, not on the cause"),
@@ -38,6 +60,11 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
     Normalizer("ip", lazy(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>", "ip=29.125.226.69", "hosts differ"),
     Normalizer("timestamp", lazy(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>",
                "2025-04-15 13:37:25,916", "time of the crash"),
+    Normalizer("mangled-symbol", lazy(r"\b_Z[A-Za-z0-9_]{4,}"), "<symbol>",
+               "undefined symbol: _ZN3c104cuda20CUDACachingAllocator9allocatorE",
+               "which symbol an extension misses depends on the versions built against, not on the cause"),
+    Normalizer("version", lazy(r"(?<![\w.])v?\d+(?:\.\d+){2,}(?:[.+-]?(?:post|rc|dev|a|b)\d*)?(?![\w.])"), "<version>",
+               "NCCL version 2.21.5", "the same error recurs across releases"),
     Normalizer("size", lazy(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b"), "<size>", "Tried to allocate 1.74 GiB",
                "memory sizes depend on the model and the GPU"),
     Normalizer("device", lazy(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",

@@ -171,12 +171,38 @@ def _switch_advice(fixes: Sequence[FixEvidence], because: str,
     return Advice("switch_engine", fix.id if fix else None, reason, engine, version)
 
 
+SUBSTRATES = frozenset({"pytorch", "other"})  # what every engine runs on: its incidents apply to all
+_REQUIREMENT = re.compile(r"^[A-Za-z][\w.-]*\s*(?:[<>=!~]=?|===?)")  # "transformers>=4.45.2"
+
+
+def _other_engine(incident_engine: str | None, crash_engine: str | None) -> bool:
+    """Whether a crash of `crash_engine` is advised from another engine's incident."""
+    if not incident_engine or not crash_engine:
+        return False
+    return incident_engine.lower() != crash_engine.lower() and incident_engine.lower() not in SUBSTRATES
+
+
+def _engine_agnostic(fix: FixEvidence) -> bool:
+    """A fix that pins a dependency (a pip requirement) holds beneath any engine; flags,
+    diffs and engine versions are one engine's."""
+    version = str(fix.change.get("version") or "")
+    return fix.kind in ("upgrade", "downgrade") and bool(_REQUIREMENT.match(version)) and not fix.change.get("flags")
+
+
 def recommend(incident: IncidentEvidence | None, where: Where, match_status: str = "known") -> Advice:
     """The path to take for a crash that matched `incident` (None: nothing matched)."""
     if incident is None or match_status == "new":
         return Advice("investigate", None, "no stored incident matches this crash; nothing is known yet")
     prefix = "" if match_status == "known" else f"similar incident #{incident.id}: "
-    ranked = rank_fixes(incident.fixes, where)
+    fixes = incident.fixes
+    if _other_engine(incident.engine, where.engine):
+        # Another engine's flags, patches and versions are never advised here; what holds
+        # beneath every engine (a dependency pin) still does.
+        fixes = [f for f in fixes if _engine_agnostic(f)]
+        if not fixes:
+            return Advice("investigate", None, f"{prefix}an incident of {incident.engine}; its fixes "
+                          f"are {incident.engine}'s and do not apply to this {where.engine} crash")
+    ranked = rank_fixes(fixes, where)
     in_engine = [f for f in ranked if f.kind in IN_ENGINE_KINDS]
     proven_here = [f for f in in_engine if f.worked_here > f.failed_here]
     if proven_here:

@@ -250,8 +250,10 @@ class Extractor:
         # header without a source starts a new record.
         same_record = (line.record == found.record and (line.source is not None or not line.header)
                        if found.record else not line.header)
-        if (not contiguous or not same_record or stream.continuation_lines >= _MAX_CONTINUATION
-                or _starts_structure(stripped)):
+        # a timestamped line after an exception printed without one: another record
+        stamped_anew = line.timestamp is not None and found.timestamp is None
+        if (not contiguous or not same_record or stamped_anew
+                or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped)):
             self._end_continuation(stream)
             return False
         stream.continuation_lines += 1
@@ -577,6 +579,14 @@ def _is_boilerplate(stripped: str) -> bool:
 # tqdm's bar: "45% Completed | 29/64 [00:29<00:35, 1.0s/it]", "12%|█▏   | 1440/12000 [00:41<05:02"
 _PROGRESS_BAR = lazy(r"(?<!\d)\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
 _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
+# Lines another writer started: a record led by a timestamp (ISO, syslog, Go's log, a
+# bracketed clock, logfmt's time=), a shell's trace (`set -x`) or prompt, systemd's unit
+# status, kubectl's end of stream. None of them continues an exception's message.
+_OTHER_WRITER = lazy(
+    r"^(?:\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d|\[?\d\d:\d\d:\d\d[.,\]]"
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |time=\S+ level="
+    r"|\+{1,3} [\w./\[$\"'-]|[\w.-]+@[\w.-]+:\S*[#$] |[\w@.-]+\.(?:service|scope): "
+    r"|Stream closed EOF for )")
 
 
 _FORMAT_RULES = scan.RuleIndex(tuple(r for r in P.ERROR_LINES if r.role in ("root", "confirmation") and r.kind != "python"))
@@ -599,8 +609,8 @@ def _starts_structure(stripped: str) -> bool:
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
                             "stack backtrace:", "note: run with `RUST_BACKTRACE", '{"')):
         return True  # ... or the next record of a JSON-lines log
-    if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped):
-        return True  # a warning, a progress bar redrawn by another process: not the message
+    if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped) or _OTHER_WRITER.match(stripped):
+        return True  # a warning, a progress bar redrawn by another process, another writer's record
     exc = P.EXCEPTION_LINE.match(stripped)
     if exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False):
         return True

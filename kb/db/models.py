@@ -128,9 +128,9 @@ class IncidentFingerprint(Base):
                                              index=True)
     version: Mapped[str] = mapped_column(String(20))
     hash: Mapped[str] = mapped_column(String(128))
-    # What exact matching looks up: the fingerprint plus the engine and phase, so one
-    # exception in two settings (a CUDA OOM in vLLM's profiling vs in training) can be two
-    # incidents. Unique: concurrent uploads of one new crash race here, one wins.
+    # What exact matching looks up: the fingerprint plus the engine (kb.services.matching.
+    # route_key), so another engine's crash never lands on an incident by itself.
+    # Unique: concurrent uploads of one new crash race here, one wins.
     route_key: Mapped[str] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(String(20), default="upload")  # upload | seed
     exception: Mapped[str] = mapped_column(String(300))
@@ -155,7 +155,19 @@ class IncidentFingerprint(Base):
         Index("ix_incident_fingerprints_exception_key", "exception", "message_key"),
         Index("ix_incident_fingerprints_exception_id", "exception", "id"),
         Index("ix_incident_fingerprints_engine_phase_id", "engine", "phase", "id"),
+        Index("ix_incident_fingerprints_message_key_id", "message_key", "id"),
     )
+
+
+class TemplateTerm(Base):
+    """In how many stored fingerprints' message templates a term occurs: the document
+    frequencies of kb.core.recall.TermWeights, kept as fingerprints are added and removed.
+    The row of the empty term counts the fingerprints themselves."""
+
+    __tablename__ = "template_terms"
+
+    term: Mapped[str] = mapped_column(String(120), primary_key=True)
+    templates: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class Occurrence(Base):

@@ -5,7 +5,6 @@ the scoring of the candidates lives in kb.core.match."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -28,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from kb.core.recall import RecallKeys, TermWeights, message_key, terms
 from kb.core.records import CrashFeatures
 from kb.db.models import (
     Fix,
@@ -36,19 +36,9 @@ from kb.db.models import (
     IncidentFacet,
     IncidentFingerprint,
     Occurrence,
+    TemplateTerm,
     UTCDateTime,
 )
-
-_WORD = re.compile(r"[a-z][a-z_]{2,}")
-
-
-def message_key(template: str) -> str:
-    """The first three words of a message template, lowercased: an indexed narrowing key
-    that survives changed numbers and paths.
-    Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for"."""
-    words = [w for w in _WORD.findall(template.lower()) if w not in {"the", "and", "not"}]
-    return " ".join(words[:3])[:120]
-
 
 def _clip(value: str | None, size: int) -> str | None:
     return value[:size] if value else value
@@ -162,6 +152,46 @@ _OUTCOME_COUNTS = (
               FixOutcome.model_arch))
 
 
+def _candidate_lookups(with_context: bool) -> Select[Any]:
+    """The recall lookups of kb.core.recall.RecallKeys as one UNION ALL, each bounded
+    (SQLite allows LIMIT only in a subquery): same exception and message key, same
+    exception newest first, same message key under another type, and, with_context, same
+    engine and phase under another type."""
+    fp = IncidentFingerprint
+    exception = bindparam("exception")
+    queries: list[Select[Any]] = [
+        select(*_FEATURE_COLUMNS).where(fp.exception == exception, fp.message_key == bindparam("message_key"))
+        .limit(bindparam("by_key")),
+        select(*_FEATURE_COLUMNS).where(fp.exception == exception).order_by(fp.id.desc())
+        .limit(bindparam("by_exception")),
+    ]
+    # the same statement under another exception type (a wrapper, another engine's type)
+    queries.append(select(*_FEATURE_COLUMNS).where(
+        fp.message_key == bindparam("message_key"), fp.exception != exception)
+        .order_by(fp.id.desc()).limit(bindparam("by_message")))
+    if with_context:
+        queries.append(select(*_FEATURE_COLUMNS).where(
+            fp.engine == bindparam("engine"), fp.phase == bindparam("phase"), fp.exception != exception)
+            .order_by(fp.id.desc()).limit(bindparam("by_context")))
+    return union_all(*(q.subquery().select() for q in queries))  # type: ignore[return-value]
+
+
+_CANDIDATES = _candidate_lookups(with_context=False)
+_CANDIDATES_WITH_CONTEXT = _candidate_lookups(with_context=True)
+_TERM_COUNTS = (select(TemplateTerm.term, TemplateTerm.templates)
+                .where(TemplateTerm.term.in_(bindparam("terms", expanding=True))))
+
+
+def _counting_terms(dialect: Any) -> Any:
+    statement = dialect.insert(TemplateTerm)
+    return statement.on_conflict_do_update(
+        index_elements=[TemplateTerm.term],
+        set_={"templates": TemplateTerm.templates + statement.excluded.templates})
+
+
+_COUNT_TERMS = {"postgresql": _counting_terms(postgresql), "sqlite": _counting_terms(sqlite)}
+
+
 def head_from_row(row: Sequence[Any]) -> IncidentHead:
     *columns, facets = row
     pairs = (item.partition(_KIND_SEPARATOR) for item in (facets or "").split(_FACET_SEPARATOR))
@@ -192,33 +222,34 @@ class Repository:
         return self.s.execute(select(IncidentFingerprint).where(
             IncidentFingerprint.route_key == route_key)).scalar_one_or_none()
 
-    def candidates(self, features: CrashFeatures, limit: int) -> list[Candidate]:
-        """Stored fingerprints worth scoring against `features`, through three indexed
-        lookups, each bounded: same exception and message key, same exception (newest
-        first), same engine and phase (a different exception type may wrap the same
-        cause). Never a scan of all incidents."""
-        key = message_key(features.message_template)
-        fp = IncidentFingerprint
-        exception = features.exception[:300]
-        queries: list[Select[Any]] = [
-            select(*_FEATURE_COLUMNS).where(fp.exception == exception,
-                                            fp.message_key == key).limit(max(1, limit // 2)),
-            select(*_FEATURE_COLUMNS).where(fp.exception == exception)
-            .order_by(fp.id.desc()).limit(max(1, limit // 5)),
-        ]
-        if features.engine and features.phase:
-            queries.append(select(*_FEATURE_COLUMNS).where(
-                fp.engine == features.engine, fp.phase == features.phase,
-                fp.exception != exception).order_by(fp.id.desc()).limit(max(1, limit // 10)))
-        # One round trip: each bounded lookup as a subquery (SQLite allows LIMIT only there).
-        union = union_all(*(q.subquery().select() for q in queries))
+    def candidates(self, keys: RecallKeys, limit: int) -> list[Candidate]:
+        """Stored fingerprints worth scoring, through the indexed lookups of `keys` in one
+        round trip, each bounded (kb.core.recall.RecallKeys). Never a scan of all incidents."""
+        statement = _CANDIDATES_WITH_CONTEXT if keys.engine and keys.phase else _CANDIDATES
+        params = {"exception": keys.exception, "message_key": keys.message_key,
+                  "engine": keys.engine, "phase": keys.phase, "by_key": max(1, limit // 2),
+                  "by_exception": max(1, limit // 5), "by_message": max(1, limit // 10),
+                  "by_context": max(1, limit // 10)}
         seen: set[int] = set()
         out: list[Candidate] = []
-        for row in self.s.connection().execute(union):  # Core rows: no ORM overhead
+        for row in self.s.connection().execute(statement, params):  # Core rows: no ORM overhead
             if row[1] not in seen:
                 seen.add(row[1])
                 out.append(_candidate(row))
         return out
+
+    def term_weights(self, wanted: Iterable[str]) -> TermWeights:
+        """The document frequencies of `wanted` terms and the number of stored templates."""
+        keys = sorted({t[:120] for t in wanted} | {""})
+        rows = self.s.connection().execute(_TERM_COUNTS, {"terms": keys}).all()
+        counts = {term: count for term, count in rows}
+        return TermWeights(counts.pop("", 0), counts)
+
+    def _count_terms(self, template: str, step: int) -> None:
+        """Add `step` (1 or -1) to the counts of a template's terms and of templates.
+        Rows are written in term order, so concurrent uploads lock them in one order."""
+        rows = [{"term": t, "templates": step} for t in sorted({t[:120] for t in terms(template)} | {""})]
+        self.s.connection().execute(_COUNT_TERMS[self.dialect], rows)
 
     def add_fingerprint(self, incident_id: int, version: str, hash_: str, route_key: str,
                         features: CrashFeatures, source: str) -> IncidentFingerprint:
@@ -233,7 +264,14 @@ class Repository:
             ep=features.ep, phase=_clip(features.phase, 40))
         self.s.add(row)
         self.s.flush()
+        if features.message_template:
+            self._count_terms(features.message_template, 1)
         return row
+
+    def remove_fingerprint(self, row: IncidentFingerprint) -> None:
+        self.s.execute(delete(IncidentFingerprint).where(IncidentFingerprint.id == row.id))
+        if row.message_template:
+            self._count_terms(row.message_template, -1)
 
     def fingerprints_of(self, incident_id: int) -> list[IncidentFingerprint]:
         return list(self.s.execute(select(IncidentFingerprint).where(

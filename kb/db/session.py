@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -27,7 +28,14 @@ def is_sqlite(url: str) -> bool:
 def make_engine(url: str, *, pool_size: int = 10, connect_timeout: int = 5) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
+        if not parsed.database or parsed.database == ":memory:":
+            # One in-memory database for the whole process (evaluations, throwaway runs):
+            # every checkout must be the same connection, or each would see an empty one.
+            engine = create_engine(parsed, connect_args={"check_same_thread": False},
+                                   poolclass=StaticPool)
+            _configure_sqlite(engine)
+            return engine
+        if parsed.database:
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             parsed,
@@ -99,6 +107,16 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+    def copy_to(self, other: Database) -> None:
+        """Replace `other`'s SQLite database with a copy of this one (SQLite's online
+        backup): snapshots for throwaway runs such as the grouping evaluation."""
+        source, target = self.engine.raw_connection(), other.engine.raw_connection()
+        try:
+            source.driver_connection.backup(target.driver_connection)  # type: ignore[union-attr]
+        finally:
+            target.close()
+            source.close()
 
     def __repr__(self) -> str:
         return f"Database({make_url(self.url).render_as_string(hide_password=True)!r})"

@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 
 from kb.core.analyze import GZIP_MAGIC, analyze, analyze_for_storage
 from kb.core.gpus import gpu_family
+from kb.core.match import SIMILAR_THRESHOLD
 from kb.core.records import Analysis, CrashFeatures
 from kb.db.known_upload import store_known_occurrence
 from kb.db.logcodec import compress_log
@@ -36,7 +37,14 @@ from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import advise, where_at, where_of
 from kb.services.errors import InvalidInput, NotText, TooLarge
-from kb.services.matching import MatchOutcome, exact_match, find_match, route_key, unique_route
+from kb.services.matching import (
+    MatchOutcome,
+    exact_match,
+    find_match,
+    route_key,
+    similar_incidents,
+    unique_route,
+)
 from kb.services.views import (
     IncidentRef,
     MatchView,
@@ -253,12 +261,32 @@ def title_for(analysis: Analysis) -> str:
 
 
 def _similar(repo: Repository, match: MatchOutcome, exclude: int | None) -> list[SimilarView]:
-    from kb.core.match import SIMILAR_THRESHOLD
-
     picked = [(i, s) for i, s in match.ranked if i != exclude and s.score >= SIMILAR_THRESHOLD]
     picked = picked[:SIMILAR_SHOWN]
     titles = repo.titles(i for i, _ in picked)
     return [SimilarView(i, s.score, titles.get(i, ("?", False))[0]) for i, s in picked]
+
+
+@dataclass(slots=True)
+class PreparedUpload:
+    """An upload analyzed and made ready to store: the first steps of the pipeline
+    (prepare -> analyze -> redact), done once; matching and storing read it only."""
+
+    analysis: Analysis
+    features: CrashFeatures
+    occurrence: dict[str, Any]  # the occurrence row, but for where it lands
+
+
+def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
+                   idempotency_key: str | None = None) -> PreparedUpload:
+    data = prepare_log(data, max_bytes)
+    analyzed, stored, redactions = analyze_for_storage(data)
+    analysis, features = with_overrides(analyzed, overrides)
+    occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_dict(analysis),
+                                    log_compressed=compress_log(stored), log_bytes=len(stored),
+                                    log_lines=analysis.lines, redactions=redactions,
+                                    idempotency_key=idempotency_key)
+    return PreparedUpload(analysis, features, occurrence)
 
 
 def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: str,
@@ -266,6 +294,12 @@ def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url:
     """The full answer for a log without storing anything (POST /analyze)."""
     data = prepare_log(data, max_bytes)
     analysis, features = analyze_log(data, overrides)
+    return answer(db, analysis, features, base_url=base_url, candidate_limit=candidate_limit)
+
+
+def answer(db: Database, analysis: Analysis, features: CrashFeatures, *, base_url: str,
+           candidate_limit: int = 200) -> UploadResult:
+    """Match an analyzed crash and advise, storing nothing."""
     with db.read() as session:
         repo = Repository(session)
         match = find_match(repo, analysis.fingerprint, features, candidate_limit, analysis.identifies)
@@ -290,18 +324,22 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
             first = repo.occurrence_by_idempotency_key(idempotency_key)
             if first is not None:
                 return _replay(repo, first, base_url, candidate_limit)
-    data = prepare_log(data, max_bytes)
-    analyzed, stored, redactions = analyze_for_storage(data)
-    analysis, features = with_overrides(analyzed, overrides)
-    now = utcnow()
-    occurrence = _occurrence_values(analysis, overrides, now, analysis_json=analysis_dict(analysis),
-                                    log_compressed=compress_log(stored), log_bytes=len(stored),
-                                    log_lines=analysis.lines, redactions=redactions,
-                                    idempotency_key=idempotency_key)
+    upload = prepare_upload(data, overrides, max_bytes=max_bytes, idempotency_key=idempotency_key)
+    return store_upload(db, upload, base_url=base_url, candidate_limit=candidate_limit,
+                        attempts=attempts)
+
+
+def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
+                 candidate_limit: int = 200, attempts: int = 4) -> UploadResult:
+    """Match and store a prepared upload in one transaction (retried when a concurrent
+    upload of the same new crash or the same idempotency key wins), then advise."""
+    analysis, features, occurrence = upload.analysis, upload.features, upload.occurrence
+    idempotency_key = occurrence["idempotency_key"]
+    now = occurrence["created_at"]
     if db.dialect == "postgresql" and analysis.identifies:
-        answer = _store_known(db, analysis, features, occurrence, now, base_url)
-        if answer is not None:
-            return answer
+        known = _store_known(db, analysis, features, occurrence, now, base_url)
+        if known is not None:
+            return known
     for attempt in range(attempts):
         try:
             with db.write() as session:
@@ -325,8 +363,6 @@ def _replay(repo: Repository, first: Occurrence, base_url: str,
     """The answer to a repeated idempotency key: the first upload's incident (where merges
     have taken it), occurrence, analysis and match verdict; its fixes and recommendation
     as they stand now. Stores nothing."""
-    from kb.services.queries import similar_incidents  # queries imports this module
-
     incident = repo.incident(repo.live_incident_id(first.incident_id))
     assert incident is not None  # occurrences are deleted with their incident
     similar = similar_incidents(repo, incident.id, repo.fingerprints_of(incident.id),
@@ -433,8 +469,8 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
         found = match.head or repo.head(match.incident_id)
         assert found is not None
         head = found
-        if not match.exact:
-            # A fuzzy "known" match: route this fingerprint here from now on.
+        if match.adds_alias:
+            # A fuzzy "known" match sure enough: route this fingerprint here from now on.
             repo.add_fingerprint(head.id, fp.version, fp.hash, route_key(fp, features),
                                  features, "upload")
     occurrence_id = repo.add_occurrence({**occurrence, "incident_id": head.id,

@@ -9,16 +9,16 @@ from datetime import UTC, date, datetime, timedelta
 from sqlalchemy import text
 
 from kb import __version__
-from kb.core.match import SIMILAR_THRESHOLD, score
 from kb.core.recommend import PATHS, Where, version_in
-from kb.core.records import PHASES, CrashFeatures
+from kb.core.records import PHASES
 from kb.db.logcodec import decompress_log
-from kb.db.models import Incident, IncidentFingerprint, Occurrence
+from kb.db.models import Incident, Occurrence
 from kb.db.repositories import Repository
 from kb.db.session import Database
 from kb.services.advice import advise
 from kb.services.errors import InvalidInput, NotFound
 from kb.services.ingest import incident_url
+from kb.services.matching import similar_incidents
 from kb.services.views import (
     FingerprintView,
     Health,
@@ -103,14 +103,6 @@ def _add_seen_on(repo: Repository, items: list[IncidentSummary], today: date | N
             timeline.counts[index] += n
 
 
-def _features(fp: IncidentFingerprint) -> CrashFeatures:
-    return CrashFeatures(
-        exception=fp.exception, message_template=fp.message_template, frames=list(fp.frames or []),
-        engine=fp.engine, engine_version=fp.engine_version, model_arch=fp.model_arch,
-        gpu_name=fp.gpu_name, gpu_count=fp.gpu_count, tp=fp.tp, dp=fp.dp, pp=fp.pp, ep=fp.ep,
-        phase=fp.phase)
-
-
 def _linked(incident: Incident, base_url: str) -> LinkedIncident:
     return LinkedIncident(incident.id, incident_url(base_url, incident.id), incident.title,
                           incident.engine_limitation)
@@ -126,22 +118,6 @@ def _occurrence_view(o: Occurrence, base_url: str) -> OccurrenceView:
         log_url=f"{base_url.rstrip('/')}/occurrences/{o.id}/log",
         cuda_visible_devices=o.cuda_visible_devices, torch_version=o.torch_version,
         failure=o.failure)
-
-
-def similar_incidents(repo: Repository, incident_id: int, fingerprints: list[IncidentFingerprint],
-                      candidate_limit: int, shown: int = 5) -> list[SimilarView]:
-    best: dict[int, float] = {}
-    for fp in fingerprints[:3]:
-        features = _features(fp)
-        for candidate in repo.candidates(features, candidate_limit):
-            if candidate.incident_id == incident_id:
-                continue
-            value = score(features, candidate.features).score
-            if value >= SIMILAR_THRESHOLD and value > best.get(candidate.incident_id, -1):
-                best[candidate.incident_id] = value
-    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:shown]
-    titles = repo.titles(i for i, _ in ranked)
-    return [SimilarView(i, s, titles[i][0]) for i, s in ranked if i in titles]
 
 
 def incident_detail(db: Database, incident_id: int, *, base_url: str,

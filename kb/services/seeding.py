@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sqlalchemy import delete, text
+from sqlalchemy import text
 
 from kb.core.analyze import analyze
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES, CrashFeatures
-from kb.db.models import Fix, Incident, IncidentFingerprint, utcnow
+from kb.db.models import Fix, Incident, utcnow
 from kb.db.repositories import Repository
 from kb.db.session import Database
 from kb.services.advice import refresh_recommended_path
@@ -394,7 +394,7 @@ def _drop_stale_fingerprints(repo: Repository, incidents: list[Incident],
     for owner_id in {repo.live_incident_id(i.id) for i in incidents}:
         for row in repo.fingerprints_of(owner_id):
             if row.source == "seed" and row.route_key not in wanted:
-                repo.s.execute(delete(IncidentFingerprint).where(IncidentFingerprint.id == row.id))
+                repo.remove_fingerprint(row)
                 report.fingerprints_removed += 1
 
 

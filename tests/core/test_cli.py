@@ -62,7 +62,9 @@ def test_eval_prints_the_figures(tmp_path):
     assert result.exit_code == 0, result.output
     assert "cases: 3" in result.output
     assert "root cause (type and message):" in result.output
-    assert "grouping, singletons kept new:           100.0% of 1" in result.output
+    assert "grouping through the service (leave-one-out" in result.output
+    assert "one-of-a-kind kept new:                             100.0% of 1" in result.output
+    assert "(RR@1):" in result.output and "of 2" in result.output
 
 
 def test_eval_on_an_empty_folder_is_a_clear_error(tmp_path):

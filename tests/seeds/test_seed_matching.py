@@ -3,9 +3,8 @@ its own incident (not another one) and gets the recommendation path its seed dec
 On SQLite and Postgres.
 
 Two seeds whose examples the analyzer reduces to one fingerprint cannot both be matched
-(the seeding reports "it cannot match both"): those examples are marked xfail with the
-colliding incidents named, so the gap stays visible until the fingerprint tells them
-apart. Every other example must match."""
+(the seeding reports "it cannot match both"): that is a bug in the seeds or in identity,
+and the collision test names the incidents."""
 
 from __future__ import annotations
 
@@ -56,17 +55,8 @@ COLLISIONS = _collisions()
 
 
 def _cases() -> list[Any]:
-    cases = []
-    for slug, name, log, recommendation in EXAMPLES:
-        marks = []
-        others = COLLISIONS.get((slug, name))
-        if others:
-            marks.append(pytest.mark.xfail(
-                reason=f"analyzer gives this example the same fingerprint as {', '.join(others)}",
-                strict=False))
-        cases.append(pytest.param(slug, name, log, recommendation, marks=marks,
-                                  id=f"{slug}:{name}"))
-    return cases
+    return [pytest.param(slug, name, log, recommendation, id=f"{slug}:{name}")
+            for slug, name, log, recommendation in EXAMPLES]
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +93,6 @@ def test_example_matches_its_own_incident_and_path(service, slug, name, log, rec
         f"{slug}:{name}: {body['recommendation']}"
 
 
-@pytest.mark.xfail(condition=bool(COLLISIONS), strict=False,
-                   reason="examples of different incidents share a fingerprint: "
-                          + "; ".join(sorted({" = ".join(sorted({s, *o}))
-                                              for (s, _), o in COLLISIONS.items()})))
 def test_no_two_incidents_share_an_example_fingerprint():
-    assert COLLISIONS == {}
+    assert COLLISIONS == {}, "; ".join(sorted({" = ".join(sorted({s, *o}))
+                                               for (s, _), o in COLLISIONS.items()}))

@@ -304,3 +304,22 @@ def test_a_log_that_does_not_show_its_cause_never_groups_with_another(client, lo
     assert first["incident"]["id"] != second["incident"]["id"]
     answer = client.post("/analyze", files={"log": ("vllm.log", log.encode(), "text/plain")}).json()
     assert answer["match"]["status"] == "new" and answer["similar"] == []
+
+
+def test_another_engines_crash_is_never_known_and_never_gets_its_flags(client):
+    """The same error text from SGLang lands beside the vLLM incident as similar at most,
+    as a new incident, and the vLLM incident's flags are not its recommendation."""
+    first = upload(client, vllm_log()).json()
+    incident_id = first["incident"]["id"]
+    fix = client.post(f"/incidents/{incident_id}/fixes", json={
+        "title": "Raise --gpu-memory-utilization", "kind": "config", "description": "more KV cache",
+        "change": {"flags": ["--gpu-memory-utilization 0.95"]}})
+    assert fix.status_code == 201, fix.text
+    other = upload(client, vllm_log(), engine="sglang").json()
+    assert other["match"]["status"] != "known"
+    assert other["incident"]["id"] != incident_id
+    assert other["recommendation"]["path"] == "investigate"
+    assert other["recommendation"]["fix_id"] != fix.json()["id"]
+    same_engine = upload(client, vllm_log(seed=3)).json()
+    assert same_engine["match"]["status"] == "known" and same_engine["incident"]["id"] == incident_id
+    assert same_engine["recommendation"]["fix_id"] == fix.json()["id"]

@@ -117,3 +117,32 @@ def test_0003_reads_old_gzip_logs_and_downgrades_zstd_logs_to_gzip(empty_db_url)
     finally:
         migrate.downgrade(db.engine, "base")
         db.dispose()
+
+
+def test_0004_counts_the_terms_of_stored_v3_fingerprints(empty_db_url):
+    """A v3 database keeps its incidents and fingerprints; 0004 counts the terms of the
+    stored templates (the IDF weights of matching) and the downgrade drops the counts."""
+    db = Database(empty_db_url, pool_size=1)
+    try:
+        migrate.upgrade(db.engine, "0003")
+        with db.engine.begin() as conn:
+            _add_incident(conn)
+            for n, template in enumerate(("CUDA out of memory. Tried to allocate <size>",
+                                          "CUDA error: an illegal memory access was encountered")):
+                conn.execute(sa.text(
+                    "INSERT INTO incident_fingerprints (incident_id, version, hash, route_key, source, "
+                    "exception, message_key, message_template, frames, created_at) VALUES "
+                    "(1, '3.1', :hash, :route, 'upload', 'RuntimeError', 'cuda', :template, '[]', "
+                    "CURRENT_TIMESTAMP)"), {"hash": f"h{n}", "route": f"r{n}", "template": template})
+        migrate.upgrade(db.engine, "0004")
+        with db.engine.connect() as conn:
+            counts = dict(conn.execute(sa.text("SELECT term, templates FROM template_terms")).all())
+            kept = conn.execute(sa.text("SELECT id, title FROM incidents")).all()
+        assert counts[""] == 2 and counts["cuda"] == 2 and counts["memory"] == 2
+        assert counts["illegal"] == 1 and counts["allocate"] == 1
+        assert [tuple(row) for row in kept] == [(1, "kept")]
+        migrate.downgrade(db.engine, "0003")
+        assert "template_terms" not in _tables(db)
+    finally:
+        migrate.downgrade(db.engine, "base")
+        db.dispose()

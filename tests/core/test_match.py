@@ -1,0 +1,94 @@
+"""The scorer's identity policy (kb.core.match with kb.core.recall's weights): pairs that
+must never be one incident stay apart, the same crash re-captured stays together, rare
+terms decide over boilerplate, and another engine's crash is never known by itself."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kb.core.match import SIMILAR_THRESHOLD, message_similarity, score
+from kb.core.normalize import message_template
+from kb.core.recall import TermWeights, recall_keys, terms
+from kb.core.records import CrashFeatures
+
+# A small knowledge base's templates: what the weights are counted over.
+STORED = [message_template(m) for m in (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.1 GiB",
+    "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a total capacity of 23.6 GiB",
+    "CUDA error: an illegal memory access was encountered",
+    "CUDA error: no kernel image is available for execution on the device",
+    "Total number of attention heads (40) must be divisible by tensor parallel size (6).",
+    "The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (1024).",
+    "libcudart.so.12: cannot open shared object file: No such file or directory",
+)]
+WEIGHTS = TermWeights.over(STORED)
+
+
+def _crash(exception: str, message: str, engine: str | None = "vllm", **context) -> CrashFeatures:
+    return CrashFeatures(exception=exception, message_template=message_template(message), engine=engine, **context)
+
+
+# (first, second): crashes with other causes and other fixes, however alike they read
+MUST_NOT_MERGE = [
+    (_crash("ValueError", "Total number of attention heads (40) must be divisible by tensor parallel size (6)."),
+     _crash("ValueError", "Total number of experts (64) must be divisible by expert parallel size (3).")),
+    (_crash("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory"),
+     _crash("ImportError", "libnccl.so.2: cannot open shared object file: No such file or directory")),
+    (_crash("RuntimeError", "CUDA error: an illegal memory access was encountered"),
+     _crash("RuntimeError", "CUDA error: no kernel image is available for execution on the device")),
+    (_crash("ImportError", "/opt/venv/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
+                           "undefined symbol: _ZN3c104cuda9SetDeviceEi"),
+     _crash("ImportError", "/opt/venv/lib/python3.10/site-packages/sgl_kernel/common_ops.abi3.so: "
+                           "undefined symbol: cuGreenCtxDestroy")),
+]
+
+
+@pytest.mark.parametrize("first,second", MUST_NOT_MERGE, ids=lambda c: c.message_template[:30])
+def test_crashes_with_other_causes_are_never_known_to_each_other(first, second):
+    for a, b in ((first, second), (second, first)):
+        result = score(a, b, WEIGHTS)
+        assert result.status != "known", (result.score, result.explanation)
+
+
+def test_the_same_crash_on_another_gpu_and_version_is_known():
+    a = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.74 GiB. GPU 1 has a total "
+               "capacity of 23.57 GiB of which 605.88 MiB is free.", engine_version="0.8.0")
+    b = _crash("torch.cuda.OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 7 has a total "
+               "capacity of 79.15 GiB of which 3.12 MiB is free.", engine_version="0.8.1")
+    assert score(a, b, WEIGHTS).status == "known"
+
+
+def test_a_crash_of_another_engine_is_at_best_similar():
+    vllm = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.", engine="vllm")
+    sglang = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 4.00 GiB.", engine="sglang")
+    assert score(sglang, dataclasses.replace(vllm, engine="sglang"), WEIGHTS).status == "known"
+    result = score(sglang, vllm, WEIGHTS)
+    assert result.status == "similar" and result.score >= SIMILAR_THRESHOLD
+
+
+def test_rare_terms_decide_and_boilerplate_does_not():
+    """Two texts that share only the common words are farther apart with the weights of
+    the knowledge base than with every word weighing the same."""
+    a = message_template("Total number of attention heads (40) must be divisible by tensor parallel size (6).")
+    b = message_template("Total number of experts (64) must be divisible by expert parallel size (3).")
+    assert message_similarity(a, b, WEIGHTS) < message_similarity(a, b)
+    assert WEIGHTS.weight("heads") > WEIGHTS.weight("cuda")
+
+
+def test_a_message_cut_by_a_viewer_still_matches_its_full_text():
+    full = message_template("The model's max seq len (32768) is larger than the maximum number of tokens that "
+                            "can be stored in KV cache (1024). Try increasing `gpu_memory_utilization` or "
+                            "decreasing `max_model_len` when initializing the engine.")
+    assert message_similarity(full[:90], full, WEIGHTS) >= 95
+
+
+def test_recall_keys_come_from_the_features_and_ignore_an_unknown_phase():
+    keys = recall_keys(_crash("ValueError", "No available memory for the cache blocks. Try 0.9", phase="unknown"))
+    assert (keys.exception, keys.message_key, keys.engine, keys.phase) == (
+        "ValueError", "available memory for", "vllm", None)
+
+
+def test_placeholders_are_not_terms():
+    assert terms(message_template("Tried to allocate 2.00 GiB on /dev/shm/x at 0x7f12")) == {"tried", "allocate", "on", "at"} - {"on", "at"}
