@@ -70,6 +70,7 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
     groups = [g for g in _group(_without_copies(found)) if g.tier != "noise" and (benign or g.tier != "benign")]
     if not groups:
         return None, []
+    _mark_propagated(groups)
     _mark_recovered(groups, last_info or {})
     scores = {id(g): _score(g) for g in groups}
     ranked = sorted(groups, key=lambda g: (-scores[id(g)], g.first.event.line_number or 0))
@@ -287,6 +288,27 @@ def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> No
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
 
 
+PROPAGATION_LINES = 4  # how close below a native failure its callers report giving up
+
+
+def _mark_propagated(groups: list[Group]) -> None:
+    """Native code reports a failure where it happens, then each caller prints its own
+    line as it gives up ("ggml_gallocr_reserve_n: failed to allocate ..." under the
+    cudaMalloc that failed, "llama_load_model_from_file: failed to load model" under the
+    loader's reason): a native failure a few lines below another native or rule error
+    of the same stream is that error propagating, not a cause of its own."""
+    rule_lines = sorted(((g.first.key, g.first.event.line_number or 0) for g in groups
+                         if g.tier == "root-rule" and g.first.event.kind != "signal"), key=lambda k: k[1])
+    for group in groups:
+        event = group.first.event
+        if event.kind != "native" or group.tier != "root-rule":
+            continue
+        line = event.line_number or 0
+        if any(key == group.first.key and 0 < line - other <= PROPAGATION_LINES for key, other in rule_lines):
+            group.tier = "cascade"
+            group.reason = "a caller reporting the native failure just above it"
+
+
 def _better_representative(new: Found, old: Found) -> bool:
     return len(new.event.frames) > len(old.event.frames) and not new.event.truncated
 
@@ -328,7 +350,7 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         if item.inferred:
             return "root-inferred", "the log ends inside the traceback; the type comes from the `raise` line"
         return "truncated", "the log ends inside this traceback: its exception line is missing"
-    if event.kind in ("cpp", "cuda", "signal", "oom_kill") or (event.kind == "python" and event.reason):
+    if event.kind in ("cpp", "cuda", "native", "signal", "oom_kill") or (event.kind == "python" and event.reason):
         return "root-rule", event.reason or "error line"
     if item.in_traceback:
         return "root-traceback", "the exception that ends this traceback"

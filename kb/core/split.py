@@ -27,6 +27,7 @@ class LogLine:
     stream: str | None = None  # the capture's label (srun task, MPI rank, container, host)
     host: str | None = None
     pieces: int = 1  # physical lines it was rejoined from (a hard-wrapped copy)
+    layers: tuple[str, ...] = ()  # the capture layers peeled off it (kb.core.capture.Peeled)
 
     @property
     def record(self) -> tuple[str | None, str | None, str | None, str | None]:
@@ -42,7 +43,8 @@ class LogLine:
 def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -> LogLine:
     captured = raw if isinstance(raw, Peeled) else peel(raw, profile)
     text = captured.text
-    line = LogLine(number=number, body=text, stream=captured.stream, host=captured.host)
+    line = LogLine(number=number, body=text, stream=captured.stream, host=captured.host,
+                   layers=captured.layers)
     for _ in range(_MAX_LAYERS):
         stripped = False
         for prefix in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANY_START):

@@ -54,6 +54,7 @@ class _Stream:
     last_found: Found | None = None
     continuation_of: Found | None = None
     continuation_lines: int = 0
+    continuation_layers: tuple[str, ...] = ()  # the capture layers of the line it continues
     last_number: int = 0
     cpp: Found | None = None
     pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
@@ -113,6 +114,7 @@ class Extractor:
             if contiguous and stripped and body[:1] in (" ", "\t"):
                 self._add(stream, bare)  # bitsandbytes' "RuntimeError:\n        CUDA Setup failed ..."
                 stream.continuation_of, stream.continuation_lines = bare, 0
+                stream.continuation_layers = line.layers
 
         if stream.frames is not None:
             if self._traceback_line(line, stream, body, stripped):
@@ -214,6 +216,7 @@ class Extractor:
         self._add(stream, found)
         stream.continuation_of = found
         stream.continuation_lines = 0
+        stream.continuation_layers = line.layers
 
     def _close_truncated(self, key: str | None, stream: _Stream) -> None:
         frames = stream.frames or []
@@ -229,6 +232,8 @@ class Extractor:
         raise_match = P.RAISE_CALL.match(code)
         if raise_match:
             exception, message, inferred = raise_match["exc"], (raise_match["msg"] or "").strip(), True
+        elif stream.tb_header:
+            message = _stated_in_header(stream.tb_header)
         event = ErrorEvent(exception=exception, message=message, process=_key_label(key), frames=list(frames),
                            line_number=tb_line.number if tb_line else None, truncated=True, kind="python")
         found = Found(event, tb_line.level if tb_line else None, tb_line.timestamp if tb_line else None,
@@ -250,9 +255,9 @@ class Extractor:
         # header without a source starts a new record.
         same_record = (line.record == found.record and (line.source is not None or not line.header)
                        if found.record else not line.header)
-        # a timestamped line after an exception printed without one: another record
-        stamped_anew = line.timestamp is not None and found.timestamp is None
-        if (not contiguous or not same_record or stamped_anew
+        # a line another capture layer wraps (a timestamp the exception line lacks): another record
+        rewrapped = line.layers != stream.continuation_layers
+        if (not contiguous or not same_record or rewrapped
                 or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped)):
             self._end_continuation(stream)
             return False
@@ -349,6 +354,7 @@ class Extractor:
             self._add(stream, found)
             stream.continuation_of = found
             stream.continuation_lines = 0
+            stream.continuation_layers = line.layers
             return
         if body[:1] in (" ", "\t"):
             return  # an indented line of an ERROR record (a frame's code, a message's tail): no statement
@@ -385,6 +391,7 @@ class Extractor:
             # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text)
             stream.continuation_of = found
             stream.continuation_lines = 0
+            stream.continuation_layers = line.layers
 
     def _mention(self, line: LogLine, stream: _Stream, stripped: str, repr_only: bool = False) -> bool:
         """An exception named inside a log line, after any prefix: `[x.py:492] ValueError:
@@ -403,6 +410,7 @@ class Extractor:
         if repr_text is None:
             stream.continuation_of = found
             stream.continuation_lines = 0
+            stream.continuation_layers = line.layers
         return True
 
     def _mention_before(self, line: LogLine, stream: _Stream, stripped: str, position: int) -> bool:
@@ -602,6 +610,17 @@ def _states_error(stripped: str) -> bool:
         if match is not None and match.start("msg" if "msg" in match.re.groupindex else 0) <= 16:
             return True
     return False
+
+
+_HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when|during|for) [\w .()-]+?: (?P<msg>\S.{8,})$")
+
+
+def _stated_in_header(header: str) -> str:
+    """The exception's text when the logger printed it before its traceback, as in
+    'Exception in worker W while processing method M: <str(e)>, Traceback ...': the
+    message of a traceback the log cut before its last line."""
+    match = _HEADER_STATEMENT.match(header.strip())
+    return match["msg"].strip().rstrip(",") if match else ""
 
 
 def _starts_structure(stripped: str) -> bool:

@@ -110,7 +110,7 @@ def test_a_launcher_killing_its_ranks_shows_a_failure_it_does_not_state():
 def test_a_native_allocation_failure_and_a_failed_check_are_named():
     oom = b"ggml_backend_cuda_buffer_type_alloc_buffer: allocating 14136.04 MiB on device 0: cudaMalloc failed: out of memory\n"
     check = b"[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first\n"
-    assert analyze(oom).root_cause.exception == "CUDA error"
+    assert analyze(oom).root_cause.exception == "CUDA out of memory"
     assert analyze(check).root_cause.exception == "fatal check"
 
 
