@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from kb.core.match import score
+from kb.core.match import engines_differ, score
 from kb.core.recall import TermWeights
 from kb.core.records import CrashFeatures
 
@@ -66,8 +66,7 @@ def _nearest(cases: list[Labeled], mix: float) -> list[tuple[int, float, bool]]:
                 value = score(case.features, other.features, weights, mix).score
                 if value > best_score:
                     best, best_score = j, value
-                    other_engine = bool(case.features.engine and other.features.engine
-                                        and case.features.engine != other.features.engine)
+                    other_engine = engines_differ(case.features, other.features)
         out.append((best, best_score, other_engine))
     return out
 

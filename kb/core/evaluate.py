@@ -7,9 +7,7 @@ whose log lacks the exception line altogether counts as right when the analyzer 
 the log is truncated instead of inventing an answer, or names the message a wrapper
 quoted (the type is then the label's guess) ("recoverable" accuracy); the strict figure
 is printed beside it.
-Grouping: leave-one-out. Each case is matched against all the others; a case whose class
-recurs is right when its best match is `known` and of its class; a singleton is right
-when nothing is `known`."""
+Grouping is measured through the service (kb.services.evaluation), not here."""
 
 from __future__ import annotations
 
@@ -45,9 +43,6 @@ class CaseResult:
     got: str
     expected: str
     context: dict[str, bool] = field(default_factory=dict)
-    nearest: str | None = None
-    nearest_score: float = 0.0
-    grouping_ok: bool | None = None
     seed_match: str | None = None
     seed_score: float = 0.0
 
@@ -197,21 +192,6 @@ def evaluate(cases: list[Case], seeds: list[SeedIncident] | None = None) -> dict
     classes = Counter(r.failure_class for r in results)
     by_id = {r.id: r for r in results}
 
-    for result in results:
-        best, best_score = None, -1.0
-        for other in results:
-            if other.id == result.id:
-                continue
-            s = score(features[result.id], features[other.id]).score
-            if s > best_score:
-                best, best_score = other, s
-        result.nearest, result.nearest_score = (best.id if best else None), best_score
-        known = best is not None and best_score >= KNOWN_THRESHOLD
-        if classes[result.failure_class] > 1:
-            result.grouping_ok = known and best.failure_class == result.failure_class
-        else:
-            result.grouping_ok = not known
-
     report: dict[str, Any] = {"cases": len(results)}
     n = len(results) or 1
     report["root_cause_strict"] = sum(r.exception_ok and r.message_ok for r in results) / n
@@ -222,11 +202,6 @@ def evaluate(cases: list[Case], seeds: list[SeedIncident] | None = None) -> dict
         for name, ok in r.context.items():
             fields[name].append(ok)
     report["context"] = {name: (sum(v) / len(v), len(v)) for name, v in fields.items()}
-    recurring = [r for r in results if classes[r.failure_class] > 1]
-    singletons = [r for r in results if classes[r.failure_class] == 1]
-    report["grouping_recurring"] = (sum(bool(r.grouping_ok) for r in recurring) / len(recurring)) if recurring else None
-    report["grouping_singletons"] = (sum(bool(r.grouping_ok) for r in singletons) / len(singletons)) if singletons else None
-    report["recurring_cases"], report["singleton_cases"] = len(recurring), len(singletons)
     if seeds is not None:
         report["seeds"] = _against_seeds(results, features, seeds, classes)
     report["results"] = results

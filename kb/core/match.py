@@ -138,7 +138,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         explanation.append(f"engine version {query.engine_version} vs {candidate.engine_version}"
                            + (" (same minor)" if distance == 0 else f" ({distance} minor apart)"))
     total = round(max(0.0, core * factor), 1)
-    status = tier(total, other_engine=_differ(query.engine, candidate.engine))
+    status = tier(total, other_engine=engines_differ(query, candidate))
     if status == "similar" and total >= KNOWN_THRESHOLD:
         explanation.append("another engine: shown as similar, never known automatically")
     return MatchScore(score=total, status=status, explanation=explanation)
@@ -151,8 +151,9 @@ def tier(value: float, *, other_engine: bool = False) -> str:
     return "similar" if value >= SIMILAR_THRESHOLD else "new"
 
 
-def _differ(a: str | None, b: str | None) -> bool:
-    return bool(a and b and a != b)
+def engines_differ(a: CrashFeatures, b: CrashFeatures) -> bool:
+    """Both crashes name their engine and the engines differ: the gate on "known"."""
+    return bool(a.engine and b.engine and a.engine != b.engine)
 
 
 def _penalty(a: object, b: object, cost: float, label: str, explanation: list[str]) -> float:
