@@ -25,8 +25,14 @@ def main() -> None:
             except OSError:
                 pass  # kb.cli says why, in its usual words
             else:
+                from kb.core.textlog import LogRejected
+
                 with stream:
-                    result = analyze_stream(stream)
+                    try:
+                        result = analyze_stream(stream)
+                    except LogRejected as exc:  # kb.cli's words for the same refusal
+                        sys.stderr.write(f"Error: {rest[0]}: {exc}\n")
+                        sys.exit(1)
                 try:
                     sys.stdout.write(render(result, "--json" in args[1:]) + "\n")
                     sys.stdout.flush()

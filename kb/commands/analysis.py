@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from kb.core import scan
+from kb.core import scan, textlog
 from kb.core.analyze import Analyzer
 from kb.core.records import Analysis
 
@@ -33,11 +33,22 @@ def _cache_dir() -> Path | None:
 
 
 def analyze_stream(stream: BinaryIO) -> Analysis:
+    """The analysis of a log read in chunks. An empty or binary log raises
+    textlog.LogRejected with the message the service gives for the same upload."""
     scan.use_cache(_cache_dir())
     analyzer = Analyzer()
     buffer = bytearray(CHUNK)  # one buffer, refilled: the analyzer keeps no reference to it
+    blank = True
     while size := stream.readinto(buffer):
-        analyzer.feed(buffer if size == CHUNK else buffer[:size])
+        chunk = buffer if size == CHUNK else buffer[:size]
+        if blank:
+            if textlog.is_blank(bytes(chunk[:textlog.SAMPLE])) and textlog.is_blank(chunk):
+                continue
+            blank = False
+            textlog.check_sample(textlog.sample_of(bytes(chunk[:textlog.SAMPLE])))
+        analyzer.feed(chunk)
+    if blank:
+        raise textlog.EmptyLog("the log is empty")
     return analyzer.finish()
 
 

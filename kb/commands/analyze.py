@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from kb.commands.analysis import analyze_stream, open_log, render
+from kb.core.textlog import LogRejected
 
 
 @click.command()
@@ -17,5 +18,8 @@ def analyze(log: str, as_json: bool) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot read {log}: {exc.strerror}") from None
     with stream:
-        result = analyze_stream(stream)
+        try:
+            result = analyze_stream(stream)
+        except LogRejected as exc:
+            raise click.ClickException(f"{log}: {exc}") from None
     click.echo(render(result, as_json))

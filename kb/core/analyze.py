@@ -19,9 +19,9 @@ from kb.core.rejoin import Rejoiner
 from kb.core.rootcause import choose, not_captured, unstated_error
 from kb.core.scan import WARNING_LINES_KEPT
 from kb.core.split import parse_line
+from kb.core.textlog import GZIP_MAGIC
 from kb.core.tracebacks import Extractor, _key_label
 
-GZIP_MAGIC = b"\x1f\x8b"
 HEAD_LINES = 40  # parsed until the first timestamp, anchors or not
 MAX_LINE = 64 * 1024  # longer lines are cut (a log line of megabytes is a dump, not a message)
 TIME_LOOKBACK = 8  # lines looked back from a window for the time the log had reached

@@ -17,7 +17,6 @@ transaction rolls back whole and the retry finds the winner's occurrence.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -26,7 +25,8 @@ from typing import Any
 import msgspec
 from sqlalchemy.exc import IntegrityError
 
-from kb.core.analyze import GZIP_MAGIC, analyze, analyze_for_storage
+from kb.core import textlog
+from kb.core.analyze import analyze, analyze_for_storage
 from kb.core.gpus import gpu_family
 from kb.core.match import SIMILAR_THRESHOLD
 from kb.core.records import Analysis, CrashFeatures
@@ -53,85 +53,22 @@ from kb.services.views import (
     UploadResult,
 )
 
-# Magic numbers of things people upload by mistake: named in the 422 answer.
-_BINARY_MAGIC = (
-    (b"PK\x03\x04", "a ZIP archive"),
-    (b"\x28\xb5\x2f\xfd", "a zstd archive"),
-    (b"BZh", "a bzip2 archive"),
-    (b"\xfd7zXZ\x00", "an xz archive"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
-    (b"\x89PNG", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF8", "a GIF image"),
-    (b"%PDF", "a PDF document"),
-    (b"\x7fELF", "an ELF binary (a core dump?)"),
-    (b"SQLite format 3", "an SQLite database"),
-)
-_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
-_SAMPLE = 64 * 1024
 SIMILAR_SHOWN = 5
 FAILURES = ("exit", "hang", "not_ready")  # why `kb run` uploaded
 IDEMPOTENCY_KEY_MAX = 200
 
 
-def _gunzip(data: bytes, max_bytes: int) -> bytes:
-    """Decompress a (possibly multi-member) gzip upload, refusing more than max_bytes of
-    output (a 1 MB gzip can expand to gigabytes)."""
-    out = bytearray()
-    remaining = data
-    try:
-        while remaining:
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            chunk = inflater.decompress(remaining, max_bytes + 1 - len(out))
-            out += chunk
-            if len(out) > max_bytes:
-                raise TooLarge(f"the log is larger than {max_bytes // (1024 * 1024)} MiB once "
-                               f"decompressed (KB_MAX_UPLOAD_MB)")
-            if not inflater.eof:
-                if inflater.unconsumed_tail:
-                    raise TooLarge("the log is too large once decompressed")
-                raise NotText("the gzip stream is truncated")
-            remaining = inflater.unused_data.lstrip(b"\x00")
-            if remaining and not remaining.startswith(GZIP_MAGIC):
-                break  # trailing garbage after the last member: keep what we have
-    except zlib.error as exc:
-        raise NotText(f"the body looks gzip-compressed but does not decompress: {exc}") from None
-    return bytes(out)
-
-
 def prepare_log(data: bytes, max_bytes: int) -> bytes:
-    """The upload as text bytes: gunzipped, UTF-16 turned into UTF-8, and refused with a
-    reason when it is empty, too large or not text at all."""
-    if not data or data.isspace():  # isspace stops at the first other byte; strip copies
-        raise InvalidInput("the log is empty")
-    if len(data) > max_bytes:
-        raise TooLarge(f"the log is larger than {max_bytes // (1024 * 1024)} MiB (KB_MAX_UPLOAD_MB)")
-    if data.startswith(GZIP_MAGIC):
-        data = _gunzip(data, max_bytes)
-        if not data or data.isspace():
-            raise InvalidInput("the log is empty once decompressed")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        try:
-            data = data.decode("utf-16").encode("utf-8")
-        except UnicodeDecodeError:
-            raise NotText("the log starts with a UTF-16 byte-order mark but is not UTF-16") from None
-    for magic, what in _BINARY_MAGIC:
-        if data.startswith(magic):
-            raise NotText(f"the upload is {what}, not a text log (upload the log file itself, "
-                          f"plain or gzip-compressed)")
-    sample = data[:_SAMPLE]
-    nul = sample.find(b"\x00")
-    if nul >= 0:
-        raise NotText(f"the upload is binary, not a text log (NUL byte at offset {nul})")
-    controls = len(sample) - len(sample.translate(None, _CONTROL))
-    if controls > len(sample) * 0.05:
-        raise NotText("the upload is binary, not a text log (too many control bytes)")
-    invalid = len(sample.decode("utf-8", "replace").encode("utf-8")) - len(sample)
-    if invalid > len(sample) * 0.30:
-        raise NotText("the upload is not UTF-8 text")
-    if b"\x00" in data:  # a few stray NULs past the sample: text stores cannot hold them
-        data = data.replace(b"\x00", b"")
-    return data
+    """The upload as text bytes (kb.core.textlog), its refusal as the service error
+    whose HTTP status says why: 400 empty, 413 too large, 422 not text."""
+    try:
+        return textlog.prepare_log(data, max_bytes)
+    except textlog.EmptyLog as exc:
+        raise InvalidInput(str(exc)) from None
+    except textlog.LogTooLarge as exc:
+        raise TooLarge(str(exc)) from None
+    except textlog.LogRejected as exc:
+        raise NotText(str(exc)) from None
 
 
 def clip(value: str | None, size: int) -> str | None:

@@ -1,0 +1,127 @@
+"""Is this a text log? One check for every way a log arrives (upload, `kb analyze`,
+`kb submit`, the Python API), so an empty, binary or oversized log gets the same
+message everywhere. Pure: bytes in, text bytes out or a `LogRejected` saying why."""
+
+from __future__ import annotations
+
+import zlib
+
+GZIP_MAGIC = b"\x1f\x8b"
+MIB = 1024 * 1024
+
+# Magic numbers of things people upload by mistake: named in the message.
+_BINARY_MAGIC = (
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x28\xb5\x2f\xfd", "a zstd archive"),
+    (b"BZh", "a bzip2 archive"),
+    (b"\xfd7zXZ\x00", "an xz archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x7fELF", "an ELF binary (a core dump?)"),
+    (b"SQLite format 3", "an SQLite database"),
+)
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
+SAMPLE = 64 * 1024
+
+
+class LogRejected(ValueError):
+    """The input is not a log this tool can read; the message says why."""
+
+
+class EmptyLog(LogRejected):
+    pass
+
+
+class LogTooLarge(LogRejected):
+    pass
+
+
+class NotTextLog(LogRejected):
+    pass
+
+
+def too_large(max_bytes: int, where: str = "") -> LogTooLarge:
+    return LogTooLarge(f"the log is larger than {max_bytes // MIB} MiB{where} (KB_MAX_UPLOAD_MB)")
+
+
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    """Decompress a (possibly multi-member) gzip log, refusing more than max_bytes of
+    output (a 1 MB gzip can expand to gigabytes)."""
+    out = bytearray()
+    remaining = data
+    try:
+        while remaining:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += inflater.decompress(remaining, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:
+                raise too_large(max_bytes, " once decompressed")
+            if not inflater.eof:
+                if inflater.unconsumed_tail:
+                    raise too_large(max_bytes, " once decompressed")
+                raise NotTextLog("the gzip stream is truncated")
+            remaining = inflater.unused_data.lstrip(b"\x00")
+            if remaining and not remaining.startswith(GZIP_MAGIC):
+                break  # trailing garbage after the last member: keep what we have
+    except zlib.error as exc:
+        raise NotTextLog(f"the log looks gzip-compressed but does not decompress: {exc}") from None
+    return bytes(out)
+
+
+def check_sample(sample: bytes) -> None:
+    """Refuse a log whose first bytes (decompressed) show it is not text at all."""
+    for magic, what in _BINARY_MAGIC:
+        if sample.startswith(magic):
+            raise NotTextLog(f"the input is {what}, not a text log (give the log file itself, "
+                             f"plain or gzip-compressed)")
+    sample = sample[:SAMPLE]
+    nul = sample.find(b"\x00")
+    if nul >= 0:
+        raise NotTextLog(f"the input is binary, not a text log (NUL byte at offset {nul})")
+    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    if controls > len(sample) * 0.05:
+        raise NotTextLog("the input is binary, not a text log (too many control bytes)")
+    invalid = len(sample.decode("utf-8", "replace").encode("utf-8")) - len(sample)
+    if invalid > len(sample) * 0.30:
+        raise NotTextLog("the input is not UTF-8 text")
+
+
+def is_blank(data: bytes) -> bool:
+    # isspace stops at the first other byte; strip would copy
+    return not data or data.isspace()
+
+
+def prepare_log(data: bytes, max_bytes: int) -> bytes:
+    """The log as text bytes: gunzipped, UTF-16 turned into UTF-8, and refused with a
+    reason when it is empty, too large or not text at all."""
+    if is_blank(data):
+        raise EmptyLog("the log is empty")
+    if len(data) > max_bytes:
+        raise too_large(max_bytes)
+    if data.startswith(GZIP_MAGIC):
+        data = gunzip(data, max_bytes)
+        if is_blank(data):
+            raise EmptyLog("the log is empty once decompressed")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            raise NotTextLog("the log starts with a UTF-16 byte-order mark but is not UTF-16") from None
+    check_sample(data[:SAMPLE])
+    if b"\x00" in data:  # a few stray NULs past the sample: text stores cannot hold them
+        data = data.replace(b"\x00", b"")
+    return data
+
+
+def sample_of(head: bytes) -> bytes:
+    """The first decompressed bytes of a stream's first chunk, for `check_sample`."""
+    if head.startswith(GZIP_MAGIC):
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, SAMPLE)
+        except zlib.error as exc:
+            raise NotTextLog(f"the log looks gzip-compressed but does not decompress: {exc}") from None
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return head[:SAMPLE].decode("utf-16", "replace").encode("utf-8")
+    return head
