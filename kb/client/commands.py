@@ -15,11 +15,11 @@ from pathlib import Path
 
 import click
 
+from kb import textreport
 from kb.client import hostinfo, settings
 from kb.client.deliver import deliver, say
 from kb.client.flush import EntryOutcome
 from kb.client.flush import flush as flush_spool
-from kb.client.report import format_summary
 from kb.client.runner import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, Runner
 from kb.client.spool import Spool
 from kb.client.upload import DEFAULT_TIMEOUT
@@ -283,8 +283,9 @@ def submit(
 
 def _print_outcome(outcome: EntryOutcome, server: str) -> None:
     if outcome.status == "delivered":
-        summary = format_summary(outcome.answer or {}, base_url=settings.base_url(server))
-        click.echo(f"sent {outcome.entry_id}: {summary}")
+        base = settings.base_url(server)
+        click.echo(f"sent {outcome.entry_id}: {textreport.upload_summary(outcome.answer or {}, base_url=base)}")
+        click.echo(textreport.upload_report(outcome.answer or {}, base_url=base))
     elif outcome.status == "locked":
         click.echo(f"skipped {outcome.entry_id}: {outcome.error}")
     elif outcome.status == "skipped_rejected":

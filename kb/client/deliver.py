@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
+from kb import textreport
 from kb.client import settings
-from kb.client.report import format_answer
 from kb.client.spool import Spool, SpoolEntry, new_idempotency_key
 from kb.client.upload import UploadResult, upload
 
@@ -52,7 +52,8 @@ def deliver(
         if result.answer is not None and as_json:
             click.echo(json.dumps(result.answer, indent=2), err=answer_to_stderr)
         elif result.answer is not None:
-            click.echo(format_answer(result.answer, base_url=settings.base_url(server)), err=answer_to_stderr)
+            click.echo(textreport.upload_report(result.answer, base_url=settings.base_url(server)),
+                       err=answer_to_stderr, nl=False)
         else:
             say(f"the server accepted the log (HTTP {result.http_status}) but sent no JSON answer")
         _mention_spool()

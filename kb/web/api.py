@@ -8,11 +8,14 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from html import escape
 from typing import Annotated as Q
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import anyio.to_thread
-from litestar import Request, Response, get, patch, post
+import msgspec
+from litestar import MediaType, Request, Response, get, patch, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException
@@ -20,7 +23,9 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from litestar.params import JSONBody, PathParameter, QueryParameter
+from litestar.response import Redirect
 
+from kb import textreport
 from kb.config import Settings
 from kb.core.recommend import PATHS
 from kb.core.records import PHASES
@@ -40,6 +45,7 @@ from kb.services.views import (
     OutcomeView,
     UploadResult,
 )
+from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import read_upload
 
 T = TypeVar("T")
@@ -71,6 +77,30 @@ async def in_thread(state: State, func: Callable[..., T], *args: Any, **kwargs: 
 def base_url(request: Request) -> str:
     public = settings_of(request.app.state).public_url
     return (public or str(request.base_url)).rstrip("/")
+
+
+# `?format=` on the routes whose answer a person reads (kb/web/negotiate.py has the rule)
+Format = Q[AnswerFormat | None, QueryParameter(description=FORMAT_DOC)]
+
+
+def negotiated(request: Request, explicit: AnswerFormat | None, struct: Any,
+               text: Callable[..., str], *, page: str | None = None,
+               status_code: int = 200) -> Response[Any]:
+    """`struct` as JSON, as the text report `text` makes of its JSON form, or for a
+    browser as the page at `page` (303) or the report inside a page."""
+    form = answer_format(explicit, request.headers.get("accept"), request.headers.get("user-agent"))
+    headers = {"Vary": VARY}
+    if form == "json":
+        return Response(struct, status_code=status_code, headers=headers)
+    if form == "html" and page:
+        return Redirect(page, status_code=303, headers=headers)
+    report = text(msgspec.to_builtins(struct), base_url=base_url(request))
+    if form == "html":
+        return Response(f'<!doctype html><html lang="en"><meta charset="utf-8"><title>Crash KB</title>'
+                        f'<link rel="stylesheet" href="/ui/static/kb.css"><pre>{escape(report)}</pre></html>',
+                        status_code=status_code, headers=headers, media_type=MediaType.HTML)
+    return Response(report, status_code=status_code, headers=headers,
+                    media_type="text/plain; charset=utf-8")
 
 
 async def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
@@ -168,7 +198,8 @@ async def _upload_input(request: Request) -> tuple[bytes, ingest.Overrides]:
       responses={200: ResponseSpec(UploadResult, description="matched a known incident"),
                  201: ResponseSpec(UploadResult, description="stored as a new incident"),
                  **errors(*WRITE_ERRORS, *UPLOAD_ERRORS)})
-async def upload_incident(request: Request, state: State) -> Response[UploadResult]:
+async def upload_incident(request: Request, state: State,
+                          format: Format = None) -> Response[UploadResult]:
     key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     data, overrides = await _upload_input(request)
     settings = settings_of(state)
@@ -176,18 +207,22 @@ async def upload_incident(request: Request, state: State) -> Response[UploadResu
                              base_url=base_url(request),
                              candidate_limit=settings.match_candidates,
                              max_bytes=settings.max_upload_bytes, idempotency_key=key)
-    return Response(result, status_code=201 if result.created else 200)
+    page = f"/ui/incidents/{result.incident.id}" if result.incident else None
+    return negotiated(request, format, result, textreport.upload_report, page=page,
+                      status_code=201 if result.created else 200)
 
 
 @post("/analyze", request_max_body_size=None, status_code=200, tags=["incidents"],
       operation_class=UploadOperation, responses=errors(403, *UPLOAD_ERRORS),
       summary="Analyze and match a crash log without storing it", description=UPLOAD_DOC)
-async def analyze_log(request: Request, state: State) -> UploadResult:
+async def analyze_log(request: Request, state: State,
+                      format: Format = None) -> Response[UploadResult]:
     data, overrides = await _upload_input(request)
     settings = settings_of(state)
-    return await in_thread(state, ingest.analyze_upload, db_of(state), data, overrides,
-                           base_url=base_url(request), candidate_limit=settings.match_candidates,
-                           max_bytes=settings.max_upload_bytes)
+    result = await in_thread(state, ingest.analyze_upload, db_of(state), data, overrides,
+                             base_url=base_url(request), candidate_limit=settings.match_candidates,
+                             max_bytes=settings.max_upload_bytes)
+    return negotiated(request, format, result, textreport.upload_report)
 
 
 @get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors())
@@ -208,20 +243,27 @@ async def list_incidents(
                                 schema_extra={"enum": list(queries.SORTS)})] = "last_seen",
     page: Q[int, QueryParameter(ge=1, le=queries.MAX_PAGE)] = 1,
     per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
-) -> IncidentList:
+    format: Format = None,
+) -> Response[IncidentList]:
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
                       per_page=per_page)
-    return await in_thread(state, queries.list_incidents, db_of(state), query,
-                           base_url=base_url(request))
+    listing = await in_thread(state, queries.list_incidents, db_of(state), query,
+                              base_url=base_url(request))
+    kept = [(k, v) for k, v in request.query_params.items() if k != "format"]
+    page_url = "/ui/incidents" + (f"?{urlencode(kept)}" if kept else "")
+    return negotiated(request, format, listing, textreport.list_report, page=page_url)
 
 
 @get("/incidents/{incident_id:int}", tags=["incidents"],
      summary="One incident with its occurrences, fixes and similar incidents", responses=errors(404))
-async def get_incident(request: Request, state: State, incident_id: StoredId) -> IncidentDetail:
-    return await in_thread(state, queries.incident_detail, db_of(state), incident_id,
-                           base_url=base_url(request),
-                           candidate_limit=settings_of(state).match_candidates)
+async def get_incident(request: Request, state: State, incident_id: StoredId,
+                       format: Format = None) -> Response[IncidentDetail]:
+    detail = await in_thread(state, queries.incident_detail, db_of(state), incident_id,
+                             base_url=base_url(request),
+                             candidate_limit=settings_of(state).match_candidates)
+    return negotiated(request, format, detail, textreport.incident_report,
+                      page=f"/ui/incidents/{incident_id}")
 
 
 @patch("/incidents/{incident_id:int}", guards=[require_token], tags=["curation"],

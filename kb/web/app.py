@@ -11,15 +11,15 @@ import anyio
 from litestar import Litestar, MediaType, Request, Response
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
-from litestar.openapi import OpenAPIConfig
 from sqlalchemy import exc as sa_exc
 
-from kb import __version__
+from kb import textreport
 from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
-from kb.web import api
+from kb.web import api, apidocs
 from kb.web.crossorigin import allowed_host_names, refuse_other_sites
+from kb.web.negotiate import VARY, answer_format
 
 log = logging.getLogger("kb.web")
 
@@ -29,16 +29,31 @@ UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutErr
                sa_exc.DisconnectionError)
 
 
-def _error(status: int, detail: str, headers: dict[str, str] | None = None,
+def _error(request: Request, status: int, detail: str, headers: dict[str, str] | None = None,
            extra: Any = None) -> Response[Any]:
+    """An error answer: JSON `{status_code, detail, extra}`, or its text for a terminal
+    (the same negotiation as the answers, kb/web/negotiate.py; a page's own errors are
+    pages, kb/web/pages.py)."""
+    headers = {**(headers or {}), "Vary": VARY}
+    explicit = request.query_params.get("format")
+    form = answer_format(explicit if explicit in ("json", "text", "html") else None,  # type: ignore[arg-type]
+                         request.headers.get("accept"), request.headers.get("user-agent"))
+    if form == "text":
+        text = textreport.error_report(status, detail)
+        for item in extra if isinstance(extra, list) else [extra] if extra else []:
+            if isinstance(item, dict) and item.get("message"):
+                item = f"{item.get('key') or item.get('source') or 'input'}: {item['message']}"
+            text += f"  {item}\n"
+        return Response(text, status_code=status, headers=headers,
+                        media_type="text/plain; charset=utf-8")
     body: dict[str, Any] = {"status_code": status, "detail": detail}
     if extra:
         body["extra"] = extra  # e.g. which JSON field failed validation
     return Response(body, status_code=status, headers=headers, media_type=MediaType.JSON)
 
 
-def on_service_error(_: Request, exc: ServiceError) -> Response[Any]:
-    return _error(exc.status_code, exc.detail)
+def on_service_error(request: Request, exc: ServiceError) -> Response[Any]:
+    return _error(request, exc.status_code, exc.detail)
 
 
 def on_storage_error(request: Request, exc: Exception) -> Response[Any]:
@@ -46,16 +61,16 @@ def on_storage_error(request: Request, exc: Exception) -> Response[Any]:
                                         and exc.connection_invalidated):
         log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return _error(503, "the database is unavailable; nothing was stored, retry later",
+        return _error(request, 503, "the database is unavailable; nothing was stored, retry later",
                       {"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(exc, sa_exc.DataError):
-        return _error(400, "a value is out of range for the database")
+        return _error(request, 400, "a value is out of range for the database")
     log.exception("storage error on %s %s", request.method, request.url.path)
-    return _error(500, "internal storage error")
+    return _error(request, 500, "internal storage error")
 
 
-def on_http_exception(_: Request, exc: HTTPException) -> Response[Any]:
-    return _error(exc.status_code, exc.detail, dict(exc.headers or {}) or None,
+def on_http_exception(request: Request, exc: HTTPException) -> Response[Any]:
+    return _error(request, exc.status_code, exc.detail, dict(exc.headers or {}) or None,
                   getattr(exc, "extra", None))
 
 
@@ -85,7 +100,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
             app.state.db.dispose()
 
     return Litestar(
-        route_handlers=[*api.ROUTES, *_optional_routes("kb.web.pages")],
+        route_handlers=[*api.ROUTES, *apidocs.ROUTES, *_optional_routes("kb.web.pages")],
         guards=[refuse_other_sites],
         state=State({"settings": settings, "db": db, "owns_db": owns_db,
                      "allowed_host_names": allowed_host_names(settings)}),
@@ -96,9 +111,6 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
             sa_exc.SQLAlchemyError: on_storage_error,
             HTTPException: on_http_exception,
         },
-        openapi_config=OpenAPIConfig(title="Crash KB", version=__version__, path="/schema",
-                                     description="Crash knowledge base for LLM inference "
-                                                 "engines: upload a crash log, get the root "
-                                                 "cause, known fixes and a recommendation."),
+        openapi_config=apidocs.openapi_config(),
         debug=False,
     )

@@ -47,7 +47,7 @@ def test_kb_run_against_kb_serve_reports_and_stores_the_occurrence(kb_env, serve
     assert first.returncode == 1, first.stderr
     stderr = first.stderr.decode()
     assert "Crash KB: new incident" in stderr
-    assert "Root cause:  torch.OutOfMemoryError: CUDA out of memory" in stderr
+    assert "Root cause\n  torch.OutOfMemoryError: CUDA out of memory" in stderr
     assert f"{url}/incidents/1" in stderr
 
     second = run_kb(["run", "--server", url, "--", *crash_command()], kb_env)
@@ -97,7 +97,7 @@ def test_kb_submit_against_kb_serve(kb_env, served, tmp_path):
     )
     done = run_kb(["submit", str(log), "--server", url], kb_env)
     assert done.returncode == 0, done.stderr
-    assert "Root cause:  ValueError: To serve at least one request" in done.stdout.decode()
+    assert "Root cause\n  ValueError: To serve at least one request" in done.stdout.decode()
     empty = tmp_path / "blank.log"
     empty.write_text("\n")
     refused = run_kb(["submit", str(empty), "--server", url], kb_env)

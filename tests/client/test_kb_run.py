@@ -65,9 +65,9 @@ def test_crash_uploads_the_log_with_host_metadata_and_prints_the_answer(kb_env, 
         assert needle in text
 
     # The answer: root cause (found by the server), absolute incident URL, recommendation.
-    assert "Root cause:  torch.OutOfMemoryError: CUDA out of memory" in stderr
+    assert "Root cause\n  torch.OutOfMemoryError: CUDA out of memory" in stderr
     assert f"{server.url}/incidents/1" in stderr
-    assert "Recommended: investigate" in stderr
+    assert "Recommendation: investigate" in stderr
     assert spool_entries(kb_env) == []
 
 
@@ -234,7 +234,8 @@ def test_server_down_spools_then_flush_delivers_once(kb_env, standin):
     server = standin(port=port)
     flushed = run_kb(["flush", "--server", url], kb_env)
     assert flushed.returncode == 0, flushed.stderr
-    assert f"sent {entry.name}: new incident | {url}/incidents/1" in flushed.stdout.decode()
+    assert f"sent {entry.name}: new incident #1 | " in flushed.stdout.decode()
+    assert f"  {url}/incidents/1\n" in flushed.stdout.decode()
     [upload] = server.uploads()
     assert upload["idempotency_key"] == meta["idempotency_key"]
     assert upload["log"] == log_path.read_text()

@@ -29,7 +29,7 @@ def test_submit_prints_the_answer(kb_env, standin, tmp_path):
                    "--exit-code", "1"], kb_env)
     assert done.returncode == 0, done.stderr
     out = done.stdout.decode()
-    assert "Root cause:  ValueError: To serve at least one request" in out
+    assert "Root cause\n  ValueError: To serve at least one request" in out
     assert f"{server.url}/incidents/1" in out
     [upload] = server.uploads()
     assert upload["fields"] == {"command": "vllm serve x", "exit_code": "1", "reporter": "ci-tester"}

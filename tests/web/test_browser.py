@@ -186,3 +186,62 @@ def test_phone_width_screenshots(browser, server):
         _shot(page, "detail-phone.png")
     finally:
         context.close()
+
+
+def _loopback_only(context: object) -> list[str]:
+    """Cut the page off from every address but loopback (an air-gapped cluster); return
+    the list of requests that tried to leave."""
+    from urllib.parse import urlsplit
+
+    escaped: list[str] = []
+
+    def route(r: object) -> None:
+        url = r.request.url  # type: ignore[attr-defined]
+        if urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1"):
+            r.continue_()  # type: ignore[attr-defined]
+        else:
+            escaped.append(url)
+            r.abort()  # type: ignore[attr-defined]
+
+    context.route("**/*", route)  # type: ignore[attr-defined]
+    return escaped
+
+
+def test_api_docs_render_their_routes_with_no_network(browser, server):
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    escaped = _loopback_only(context)
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/ui/incidents")
+        page.get_by_role("link", name="API").click()
+        expect(page.locator(".opblock-summary-path").first).to_be_visible(timeout=15_000)
+        paths = set(page.locator(".opblock-summary-path").all_inner_texts())
+        assert {"/incidents", "/analyze", "/incidents/{incident_id}", "/healthz"} <= {
+            p.replace("\u200b", "").strip() for p in paths}, paths
+        _shot(page, "api-docs-offline.png")
+    finally:
+        context.close()
+    assert escaped == []
+
+
+def test_the_url_an_upload_prints_opens_the_incident_page(page, server):
+    import httpx
+    from playwright.sync_api import expect
+
+    answer = httpx.post(f"{server}/incidents", headers={"Accept": "application/json"},
+                        files={"log": ("vllm.log", vllm_log(**HEADS, seed=11).encode())},
+                        timeout=30).json()
+    printed = httpx.post(f"{server}/incidents", headers={"User-Agent": "curl/8.5.0"},
+                         files={"log": ("vllm.log", vllm_log(**HEADS, seed=12).encode())},
+                         timeout=30).text
+    url = answer["incident"]["url"]
+    assert f"  {url}\n" in printed  # curl prints the same URL the JSON gives
+    page.goto(url)
+    expect(page).to_have_url(f"{server}/ui/incidents/{answer['incident']['id']}")
+    expect(page.locator("h1")).to_contain_text(answer["incident"]["title"][:40])
+    page.get_by_role("link", name="JSON").click()
+    assert httpx.get(url, headers={"Accept": "application/json"}, timeout=10).json()["id"] == \
+        answer["incident"]["id"]
+    expect(page.locator("body")).to_contain_text(f'"id":{answer["incident"]["id"]}')
