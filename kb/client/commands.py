@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from kb import textreport
+from kb.core import textlog
 from kb.client import hostinfo, settings
 from kb.client.deliver import deliver, say
 from kb.client.flush import EntryOutcome
@@ -247,18 +248,20 @@ def submit(
         log.write_bytes(data)  # kept, whatever happens to the upload
         say(f"stdin saved to {log}")
     try:
-        size = log.stat().st_size
-        with log.open("rb"):
-            pass
+        with log.open("rb") as handle:
+            head = handle.read(textlog.SAMPLE)
+            complete = not handle.read(1)
     except FileNotFoundError:
         say(f"no such file: {log}")
         raise SystemExit(1) from None
     except OSError as exc:
         say(f"cannot read {log}: {exc.strerror or exc}")
         raise SystemExit(1) from None
-    if size == 0:
-        say(f"nothing to upload: {log} is empty")
-        raise SystemExit(1)
+    try:  # refused here with the words the server would use, and nothing sent
+        textlog.check_head(head, complete=complete)
+    except textlog.LogRejected as exc:
+        say(f"nothing uploaded: {log}: {exc}")
+        raise SystemExit(1) from None
 
     fields: dict[str, str] = {}
     if command_line:

@@ -42,10 +42,11 @@ def analyze_stream(stream: BinaryIO) -> Analysis:
     while size := stream.readinto(buffer):
         chunk = buffer if size == CHUNK else buffer[:size]
         if blank:
-            if textlog.is_blank(bytes(chunk[:textlog.SAMPLE])) and textlog.is_blank(chunk):
-                continue
+            if textlog.is_blank(chunk):
+                continue  # leading blank chunks: the log may still say something
             blank = False
-            textlog.check_sample(textlog.sample_of(bytes(chunk[:textlog.SAMPLE])))
+            # a short read is the end of the input: the whole log is in this chunk
+            textlog.check_head(bytes(chunk[:textlog.SAMPLE]), complete=size < textlog.SAMPLE)
         analyzer.feed(chunk)
     if blank:
         raise textlog.EmptyLog("the log is empty")

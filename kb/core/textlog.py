@@ -115,13 +115,24 @@ def prepare_log(data: bytes, max_bytes: int) -> bytes:
     return data
 
 
-def sample_of(head: bytes) -> bytes:
-    """The first decompressed bytes of a stream's first chunk, for `check_sample`."""
+def check_head(head: bytes, *, complete: bool) -> None:
+    """Refuse a log from its first bytes alone (a stream, a file not read whole):
+    `complete` says `head` is the whole input. Empty when that whole is blank (once
+    decompressed, for gzip); otherwise what `check_sample` refuses."""
+    whole = complete
     if head.startswith(GZIP_MAGIC):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, SAMPLE)
+            sample = inflater.decompress(head, SAMPLE)
         except zlib.error as exc:
             raise NotTextLog(f"the log looks gzip-compressed but does not decompress: {exc}") from None
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return head[:SAMPLE].decode("utf-16", "replace").encode("utf-8")
-    return head
+        whole = complete and inflater.eof and not inflater.unused_data.strip(b"\x00")
+    elif head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        sample = head[:SAMPLE].decode("utf-16", "replace").encode("utf-8")
+    else:
+        sample = head
+    if is_blank(sample):
+        if whole:
+            raise EmptyLog("the log is empty" + (" once decompressed" if sample is not head else ""))
+        return
+    check_sample(sample)
