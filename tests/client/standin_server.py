@@ -117,12 +117,17 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                             "id": incident_id,
                             "url": f"http://{self.headers.get('Host')}/incidents/{incident_id}",
                             "title": "stand-in incident",
+                            "occurrences": 1,
+                            "first_seen": None,
+                            "last_seen": None,
                         },
                         "occurrence": {"id": incident_id},
                         "analysis": {"root_cause": cause},
                         "match": {"status": "new", "incident_id": incident_id, "score": 0.0},
+                        "similar": [],
                         "fixes": [],
-                        "recommendation": {"path": "investigate", "reason": "stand-in server knows nothing"},
+                        "recommendation": {"path": "investigate", "fix_id": None,
+                                           "reason": "stand-in server knows nothing"},
                     }
                     if key:
                         state.answers[key] = answer
