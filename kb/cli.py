@@ -17,6 +17,8 @@ COMMANDS = {
     "run": "kb.client.commands:run",
     "submit": "kb.client.commands:submit",
     "flush": "kb.client.commands:flush",
+    "search": "kb.client.browse:search",
+    "show": "kb.client.browse:show",
 }
 
 

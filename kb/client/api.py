@@ -29,7 +29,8 @@ from kb.api import LogInput, log_bytes
 from kb.client.errors import ClientError, NotFound, Refused, Unauthorized, Unavailable, Unreachable
 from kb.client.flush import backoff_delay
 from kb.client.settings import base_url
-from kb.client.upload import CONNECT_TIMEOUT, DEFAULT_TIMEOUT, IDEMPOTENCY_HEADER
+from kb.client.upload import CONNECT_TIMEOUT, DEFAULT_TIMEOUT, IDEMPOTENCY_HEADER, retry_after_seconds
+from kb.core.textlog import GZIP_MAGIC
 from kb.services.views import IncidentDetail, IncidentList, UploadResult
 
 T = TypeVar("T")
@@ -43,15 +44,6 @@ UPLOAD_FIELDS = (
 )
 TRANSIENT_STATUS = (408, 425, 429)
 MAX_DETAIL = 1000
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:  # an HTTP date: the backoff still applies
-        return None
 
 
 def _detail(response: httpx.Response) -> str:
@@ -216,7 +208,7 @@ class Client:
                 if code < 500 and code not in TRANSIENT_STATUS:
                     raise _refusal(response)
                 failure = Unavailable(_detail(response), status_code=code, url=str(response.request.url))
-                retry_after = _retry_after(response)
+                retry_after = retry_after_seconds(response)
             if attempt > self.retries:
                 if attempt > 1:
                     failure.args = (f"{failure.args[0]} (after {attempt} attempts)",)

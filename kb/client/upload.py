@@ -41,7 +41,7 @@ class UploadResult:
         return self.status in ("transient", "unauthorized", "bad_url")
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def retry_after_seconds(response: httpx.Response) -> float | None:
     value = response.headers.get("Retry-After")
     try:
         return max(0.0, float(value)) if value is not None else None
@@ -76,7 +76,7 @@ def classify(response: httpx.Response) -> UploadResult:
             answer = None
         return UploadResult("ok", code, answer=answer)
     if code >= 500 or code in (408, 425, 429):
-        return UploadResult("transient", code, error=_error_text(response), retry_after=_retry_after(response))
+        return UploadResult("transient", code, error=_error_text(response), retry_after=retry_after_seconds(response))
     if code in (401, 403):
         return UploadResult("unauthorized", code, error=_error_text(response))
     if 300 <= code < 400:

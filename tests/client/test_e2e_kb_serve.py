@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import importlib.util
 import os
 import sys
@@ -130,3 +131,40 @@ def test_a_resent_spool_entry_is_stored_once_by_kb_serve(kb_env, served):
     occurrence = incident["occurrences"][0]
     assert (occurrence["failure"], occurrence["cuda_visible_devices"], occurrence["torch_version"]) \
         == ("exit", "0,1", "2.8.0")
+
+
+def test_kb_search_and_kb_show_browse_the_knowledge_base(kb_env, served, tmp_path):
+    url = served()
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700] Traceback (most recent call last):\n"
+        '(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700]   File "/usr/lib/python3/site-packages/'
+        'vllm/config/parallel.py", line 300, in verify_with_model_config\n'
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700]     raise ValueError(\n"
+        "(EngineCore_DP0 pid=2211) ERROR 11-30 07:00:01 [core.py:700] ValueError: Total number of attention "
+        "heads (40) must be divisible by tensor parallel size (3).\n"
+    )
+    assert run_kb(["submit", str(log), "--server", url], kb_env).returncode == 0
+
+    found = run_kb(["search", "attention heads", "--server", url], kb_env)
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.decode().splitlines()
+    assert lines[0] == "Crash KB: 1 incident(s)"
+    assert lines[1].startswith("  #1 ") and "1x" in lines[1]
+    assert run_kb(["search", "nothing like this", "--server", url], kb_env).stdout.decode() == (
+        "Crash KB: 0 incident(s)\n  nothing matches\n")
+
+    shown = run_kb(["show", "1", "--server", url], kb_env)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout.decode()
+    assert text.startswith("Crash KB incident #1\n") and f"  {url}/incidents/1\n" in text
+    assert "  ValueError: Total number of attention heads (40) must be divisible by tensor" in text
+    assert "none recorded yet for this incident" in text
+    as_json = run_kb(["show", "1", "--json", "--server", url], kb_env)
+    assert json.loads(as_json.stdout)["occurrence_count"] == 1
+
+    missing = run_kb(["show", "99", "--server", url], kb_env)
+    assert missing.returncode == 1 and "incident 99 does not exist" in missing.stderr.decode()
+    down = run_kb(["show", "1", "--server", f"http://127.0.0.1:{free_port()}"], kb_env)
+    assert down.returncode == 1 and "cannot reach" in down.stderr.decode()
+    assert "Traceback" not in missing.stderr.decode() + down.stderr.decode()
