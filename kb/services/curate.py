@@ -4,7 +4,8 @@ context-free recommendation path current for the list filter."""
 
 from __future__ import annotations
 
-from kb.core.recommend import FIX_KINDS, Where
+from kb.core import fixschema
+from kb.core.recommend import Where
 from kb.db.models import Fix, FixOutcome, Incident, utcnow
 from kb.db.repositories import Repository
 from kb.db.session import Database
@@ -61,13 +62,14 @@ def patch_incident(db: Database, incident_id: int, patch: IncidentPatch, *,
 
 
 def _check_fix(title: str | None, kind: str | None, change: object, applies_to: object) -> None:
-    """The rules a fix's fields follow, for a new fix and for an edit (None: not given)."""
-    if kind is not None and kind not in FIX_KINDS:
-        raise InvalidInput(f"kind must be one of {', '.join(FIX_KINDS)}")
+    """A fix as it will be stored follows its kind's schema (kb.core.fixschema); a
+    refusal names the field. For an edit, call it with the fields as they will be."""
     if title is not None and not title.strip():
-        raise InvalidInput("title must not be empty")
-    if not isinstance(change, dict | None) or not isinstance(applies_to, dict | None):
-        raise InvalidInput("change and applies_to must be objects")
+        raise InvalidInput("title: must not be empty", field="title")
+    try:
+        fixschema.check_fix(kind, change, applies_to)
+    except fixschema.RecordError as exc:
+        raise InvalidInput(str(exc), field=exc.field) from None
 
 
 def add_fix(db: Database, incident_id: int, new: NewFix) -> FixView:
@@ -94,12 +96,15 @@ def add_fix(db: Database, incident_id: int, new: NewFix) -> FixView:
 def edit_fix(db: Database, fix_id: int, patch: FixPatch) -> FixView:
     """Change a fix's title, kind, description, change or applies_to (the fields given).
     Seeded fixes too: the edit is stamped (edited_at), and re-seeding keeps it."""
-    _check_fix(patch.title, patch.kind, patch.change, patch.applies_to)
     with db.write() as session:
         repo = Repository(session)
         fix = repo.fix(fix_id)
         if fix is None:
             raise NotFound(f"fix {fix_id} does not exist")
+        # the record as the edit leaves it, checked before anything changes
+        _check_fix(patch.title, patch.kind or fix.kind,
+                   fix.change if patch.change is None else patch.change,
+                   fix.applies_to if patch.applies_to is None else patch.applies_to)
         if patch.title is not None:
             fix.title = patch.title.strip()[:500]
         if patch.kind is not None:

@@ -13,9 +13,14 @@ class ServiceError(Exception):
 
 
 class InvalidInput(ServiceError):
-    """Missing, empty or malformed input (400)."""
+    """Missing, empty or malformed input (400). `field` names the input at fault when
+    one is (`change.version`); the answer carries it as the validation errors do."""
 
     status_code = 400
+
+    def __init__(self, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.field = field
 
 
 class NotFound(ServiceError):

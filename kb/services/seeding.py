@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from sqlalchemy import text
 
+from kb.core import fixschema
 from kb.core.analyze import analyze
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES, CrashFeatures
@@ -37,7 +38,6 @@ from kb.services.matching import route_key
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "pytorch", "deepspeed", "other")
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _PG_SEED_LOCK = 0x6B62_7365_6564  # serialises concurrent seeding on one Postgres
 
@@ -152,8 +152,15 @@ def parse_seed(path: Path) -> Seed:
     if not isinstance(title, str) or not title.strip():
         raise SeedError(f"{where}: title is required")
     engine = data.get("engine")
-    if engine not in ENGINES:
-        raise SeedError(f"{where}: engine must be one of {', '.join(ENGINES)}")
+    try:
+        fixschema.check_engine(engine, "engine")
+        for key, check in (("affected_versions", fixschema.check_specifier),
+                           ("fixed_in", fixschema.check_version),
+                           ("gpu_families", fixschema.check_families)):
+            if data.get(key) not in (None, []):
+                check(data[key], key)
+    except fixschema.RecordError as exc:
+        raise SeedError(f"{where}: {exc}") from None
     phase = data.get("phase")
     if phase is not None and phase not in PHASES:
         raise SeedError(f"{where}: phase must be one of {', '.join(PHASES)}")
@@ -184,8 +191,10 @@ def parse_seed(path: Path) -> Seed:
             raise SeedError(f"{fwhere}: title is required")
         change = fix.get("change") or {}
         applies_to = fix.get("applies_to") or {}
-        if not isinstance(change, dict) or not isinstance(applies_to, dict):
-            raise SeedError(f"{fwhere}: change and applies_to must be mappings")
+        try:
+            fixschema.check_fix(fix["kind"], change, applies_to)
+        except fixschema.RecordError as exc:
+            raise SeedError(f"{fwhere}.{exc}") from None
         counts = []
         for name in ("worked", "failed"):
             value = fix.get(name, 0) or 0

@@ -53,7 +53,9 @@ def _error(request: Request, status: int, detail: str, headers: dict[str, str] |
 
 
 def on_service_error(request: Request, exc: ServiceError) -> Response[Any]:
-    return _error(request, exc.status_code, exc.detail)
+    field = getattr(exc, "field", None)
+    extra = [{"key": field, "message": exc.detail, "source": "body"}] if field else None
+    return _error(request, exc.status_code, exc.detail, extra=extra)
 
 
 def on_storage_error(request: Request, exc: Exception) -> Response[Any]:

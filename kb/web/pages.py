@@ -307,16 +307,25 @@ async def edit_incident(request: Request, state: State, incident_id: StoredId) -
 
 
 def _applies_to(form: dict[str, str]) -> dict[str, Any]:
+    """The add form's applies-to inputs as the fix schema's keys (lists comma-separated)."""
     out: dict[str, Any] = {}
-    for key in ("engine", "versions", "model_arch", "gpu"):
-        if form.get(f"applies_{key}"):
-            out[key] = form[f"applies_{key}"]
+    for field, key in (("engine", "engine"), ("versions", "engine_versions"),
+                       ("model_arch", "model_archs"), ("gpu", "gpu_families")):
+        value = (form.get(f"applies_{field}") or "").strip()
+        if value:
+            out[key] = [v.strip() for v in value.split(",") if v.strip()] if key in LIST_KEYS else value
     return out
 
 
+# Keys whose value is a list: repeated `key=` lines (or commas) add to it.
+LIST_KEYS = ("flags", "model_archs", "gpu_families")
+
+
 def _change(text: str, name: str = "change") -> dict[str, Any]:
-    """`key=value` lines (or a JSON object) describing what the fix changes (or, in the
-    edit form, where it applies)."""
+    """A fix's change (or, in the edit form, where it applies) as the form writes it:
+    `key=value` lines (`flags=--max-model-len 32768`, repeated for more flags;
+    `env=NAME=value`; `version=0.11.0`; `engine=sglang`), or a JSON object. The fix
+    schema then checks the keys and values (kb.core.fixschema)."""
     text = text.strip()
     if not text:
         return {}
@@ -324,30 +333,54 @@ def _change(text: str, name: str = "change") -> dict[str, Any]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{name} is not valid JSON: {exc}") from None
+            raise InvalidInput(f"{name}: not valid JSON: {exc}", field=name) from None
         if not isinstance(value, dict):
-            raise InvalidInput(f"{name} must be a JSON object")
+            raise InvalidInput(f"{name}: must be a JSON object", field=name)
         return value
     out: dict[str, Any] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
         key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInput(f"{name} lines must look like key=value, got {line.strip()[:60]!r}")
-        out[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise InvalidInput(f"{name}: lines look like key=value, got {line.strip()[:60]!r}",
+                               field=name)
+        if key == "env":
+            env_name, env_sep, env_value = value.partition("=")
+            if not env_sep:
+                raise InvalidInput(f"{name}.env: write env=NAME=value, got {value[:60]!r}",
+                                   field=f"{name}.env")
+            out.setdefault("env", {})[env_name.strip()] = env_value.strip()
+        elif key in LIST_KEYS:
+            items = [value] if key == "flags" else [v.strip() for v in value.split(",") if v.strip()]
+            out.setdefault(key, []).extend(items)
+        else:
+            out[key] = value
     return out
 
 
 def as_form_text(value: dict[str, Any]) -> str:
-    """A fix's change / applies_to for the edit form: key=value lines when every value is
-    plain text (what the add form writes), else JSON (lists, numbers, nesting survive)."""
+    """A fix's change / applies_to for the edit form, in the form `_change` reads: key=value
+    lines when everything fits on lines, else JSON (a diff's lines, nesting survive)."""
     if not value:
         return ""
-    if all(isinstance(v, str) and "\n" not in v for v in value.values()) \
-            and all("=" not in k and k.strip() == k and k for k in value):
-        return "\n".join(f"{k}={v}" for k, v in value.items())
-    return json.dumps(value, indent=2, sort_keys=True)
+    lines: list[str] = []
+    for key, item in value.items():
+        if key == "env" and isinstance(item, dict):
+            lines.extend(f"env={k}={v}" for k, v in item.items())
+        elif key in LIST_KEYS and isinstance(item, list) and key == "flags":
+            lines.extend(f"flags={v}" for v in item)
+        elif key in LIST_KEYS and isinstance(item, list):
+            lines.append(f"{key}={', '.join(str(v) for v in item)}")
+        else:
+            lines.append(f"{key}={item}")
+    text = "\n".join(lines)
+    if "\n" in "".join(str(v) for v in value.values() if isinstance(v, str)) or \
+            any(not isinstance(k, str) or "=" in k or k.strip() != k or not k for k in value) or \
+            _change(text) != value:
+        return json.dumps(value, indent=2, sort_keys=True)
+    return text
 
 
 _env.filters["form_text"] = as_form_text
@@ -377,7 +410,7 @@ async def edit_fix(request: Request, state: State, fix_id: StoredId) -> Response
         patch = FixPatch(title=form.get("title", ""), kind=form.get("kind", ""),
                          description=form.get("description", ""),
                          change=_change(form.get("change", "")),
-                         applies_to=_change(form.get("applies_to", ""), "applies to"))
+                         applies_to=_change(form.get("applies_to", ""), "applies_to"))
         fix = await in_thread(state, curate.edit_fix, db_of(state), fix_id, patch)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)

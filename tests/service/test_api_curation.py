@@ -142,7 +142,7 @@ def test_fixes_outcomes_and_recommendation(client):
                        json={"title": "x", "kind": "prayer"}).status_code == 400
     assert client.post(f"/incidents/{incident_id}/fixes", json={"kind": "config"}).status_code == 400
     assert client.post("/incidents/999999/fixes",
-                       json={"title": "x", "kind": "config"}).status_code == 404
+                       json={"title": "x", "kind": "config", "change": {"flags": ["--enforce-eager"]}}).status_code == 404
     assert client.post("/fixes/999999/outcomes", json={"worked": True}).status_code == 404
     assert client.post(f"/fixes/{fix_id}/outcomes", json={"note": "no verdict"}).status_code == 400
     assert client.post(f"/fixes/{fix_id}/outcomes", content=b"not json",
@@ -153,9 +153,9 @@ def test_fix_that_worked_here_outranks_one_that_worked_elsewhere(client):
     body = upload(client, vllm_log(), engine_version="0.11.0", model_arch="kimi_k2").json()
     incident_id = body["incident"]["id"]
     elsewhere = client.post(f"/incidents/{incident_id}/fixes",
-                            json={"title": "Elsewhere fix", "kind": "config"}).json()["id"]
+                            json={"title": "Elsewhere fix", "kind": "config", "change": {"flags": ["--enforce-eager"]}}).json()["id"]
     here = client.post(f"/incidents/{incident_id}/fixes",
-                       json={"title": "Here fix", "kind": "patch"}).json()["id"]
+                       json={"title": "Here fix", "kind": "patch", "change": {"diff": "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"}}).json()["id"]
     for _ in range(3):
         client.post(f"/fixes/{elsewhere}/outcomes",
                     json={"worked": True, "engine_version": "0.8.5", "model_arch": "llama"})
@@ -190,7 +190,7 @@ def test_failing_in_engine_fixes_recommend_switching(client):
 def test_merge_moves_everything_and_later_uploads_land_on_the_target(client):
     target = upload(client, vllm_log()).json()["incident"]["id"]
     dup = upload(client, vllm_log(**HEADS)).json()["incident"]["id"]
-    fix_id = client.post(f"/incidents/{dup}/fixes", json={"title": "f", "kind": "config"}).json()["id"]
+    fix_id = client.post(f"/incidents/{dup}/fixes", json={"title": "f", "kind": "config", "change": {"flags": ["--enforce-eager"]}}).json()["id"]
     merged = client.post(f"/incidents/{dup}/merge", json={"into": target})
     assert merged.status_code == 200, merged.text
     detail = merged.json()

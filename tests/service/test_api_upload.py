@@ -189,7 +189,7 @@ def test_writes_need_a_token_when_tokens_are_set(db):
         incident_id = ok.json()["incident"]["id"]
         assert client.patch(f"/incidents/{incident_id}", json={"title": "x"}).status_code == 401
         assert client.post(f"/incidents/{incident_id}/fixes",
-                           json={"title": "t", "kind": "config"}).status_code == 401
+                           json={"title": "t", "kind": "config", "change": {"flags": ["--enforce-eager"]}}).status_code == 401
         # reads and the side-effect-free analysis stay open
         assert client.get("/incidents").status_code == 200
         assert client.get(f"/incidents/{incident_id}").status_code == 200

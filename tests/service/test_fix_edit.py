@@ -36,18 +36,18 @@ def test_edit_a_fix(client):
     incident_id = upload(client, vllm_log()).json()["incident"]["id"]
     fix = client.post(f"/incidents/{incident_id}/fixes",
                       json={"title": "Lower utilization", "kind": "config",
-                            "description": "old", "change": {"a": "1"}}).json()
+                            "description": "old", "change": {"flags": ["--gpu-memory-utilization 0.8"]}}).json()
     client.post(f"/fixes/{fix['id']}/outcomes", json={"worked": True})
     assert fix["edited_at"] is None
 
     edited = client.patch(f"/fixes/{fix['id']}", json={
         "title": "  Raise utilization  ", "kind": "workaround",
-        "change": {"gpu_memory_utilization": 0.95}, "applies_to": {"engine": "vllm"}})
+        "change": {"env": {"VLLM_GPU_MEMORY_UTILIZATION": 0.95}}, "applies_to": {"engine": "vllm"}})
     assert edited.status_code == 200, edited.text
     body = edited.json()
     assert body["title"] == "Raise utilization" and body["kind"] == "workaround"
     assert body["description"] == "old"  # not given: kept
-    assert body["change"] == {"gpu_memory_utilization": 0.95}
+    assert body["change"] == {"env": {"VLLM_GPU_MEMORY_UTILIZATION": 0.95}}
     assert body["applies_to"] == {"engine": "vllm"} and body["edited_at"]
     assert body["worked"] == 1  # outcomes stay with the fix
     assert _fix(client, incident_id, fix["id"])["title"] == "Raise utilization"
@@ -67,7 +67,7 @@ def test_editing_a_fix_needs_the_token_when_tokens_are_set(db):
     with api_client(db) as open_client:
         incident_id = upload(open_client, vllm_log()).json()["incident"]["id"]
         fix_id = open_client.post(f"/incidents/{incident_id}/fixes",
-                                  json={"title": "t", "kind": "config"}).json()["id"]
+                                  json={"title": "t", "kind": "config", "change": {"flags": ["--enforce-eager"]}}).json()["id"]
     with api_client(db, api_tokens=("s3cret",)) as client:
         denied = client.patch(f"/fixes/{fix_id}", json={"title": "changed"})
         assert denied.status_code == 401

@@ -82,7 +82,7 @@ def test_edited_seed_updates_its_incident_and_seeded_fixes_only(db, seeds):
                         if i["slug"] == "sample-kv-cache-no-memory")
         iid = incident["id"]
         user_fix = client.post(f"/incidents/{iid}/fixes",
-                               json={"title": "User fix", "kind": "workaround"}).json()
+                               json={"title": "User fix", "kind": "workaround", "change": {"env": {"VLLM_USE_V1": "0"}}}).json()
         seeded = [f for f in client.get(f"/incidents/{iid}").json()["fixes"] if f["seeded"]]
         client.post(f"/fixes/{seeded[0]['id']}/outcomes", json={"worked": False, "note": "nope"})
         client.post(f"/fixes/{user_fix['id']}/outcomes", json={"worked": True})

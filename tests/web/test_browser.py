@@ -129,7 +129,7 @@ def test_upload_search_open_fix_outcome_merge(page, server, tmp_path):
     add.get_by_label("Title", exact=True).fill("Use a TP size that divides the heads")
     add.get_by_label("Kind").select_option("config")
     add.get_by_label("Description").fill("40 heads: use --tensor-parallel-size 4 or 8")
-    add.get_by_label("Change").fill("tensor_parallel_size=4")
+    add.get_by_label("Change").fill("flags=--tensor-parallel-size 4")
     add.get_by_role("button", name="Add fix").click()
     expect(page.locator("p.flash")).to_have_text("Fix added.")
     fix = page.locator("li.fix").first

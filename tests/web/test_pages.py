@@ -137,11 +137,14 @@ def test_curation_forms_post_redirect_get(client):
 
     added = client.post(f"/ui/incidents/{a}/fixes", follow_redirects=False,
                         data={"title": "Lower gpu_memory_utilization", "kind": "config",
-                              "description": "0.85 leaves room", "change": "gpu_memory_utilization=0.85",
-                              "applies_engine": "vllm"})
+                              "description": "0.85 leaves room",
+                              "change": "flags=--gpu-memory-utilization 0.85\nflags=--enforce-eager\nenv=VLLM_USE_V1=0",
+                              "applies_engine": "vllm", "applies_model_arch": "qwen3, llama"})
     assert added.status_code == 303
     fix = client.get(f"/incidents/{a}").json()["fixes"][0]
-    assert fix["change"] == {"gpu_memory_utilization": "0.85"} and fix["applies_to"] == {"engine": "vllm"}
+    assert fix["change"] == {"flags": ["--gpu-memory-utilization 0.85", "--enforce-eager"],
+                             "env": {"VLLM_USE_V1": "0"}}
+    assert fix["applies_to"] == {"engine": "vllm", "model_archs": ["qwen3", "llama"]}
     assert f"#fix-{fix['id']}" in added.headers["location"]
 
     for worked in ("1", "1", "0"):
@@ -153,7 +156,7 @@ def test_curation_forms_post_redirect_get(client):
     page = _html(client.get(f"/ui/incidents/{a}"))
     assert "worked 2" in page and "failed 1" in page
 
-    bad = client.post(f"/ui/incidents/{a}/fixes", data={"title": "", "kind": "config"})
+    bad = client.post(f"/ui/incidents/{a}/fixes", data={"title": "", "kind": "config", "change": "flags=--enforce-eager"})
     assert bad.status_code == 400
     bad = client.post(f"/ui/incidents/{a}/fixes", data={"title": "x", "kind": "config", "change": "nonsense"})
     assert bad.status_code == 400 and "key=value" in _html(bad)
@@ -175,7 +178,7 @@ def test_writes_need_the_token_when_tokens_are_set(db):
         assert client.get("/ui/incidents").status_code == 200
         assert "Sign in" in _html(client.get(f"/ui/incidents/{incident_id}"))
         denied = client.post(f"/ui/incidents/{incident_id}/fixes",
-                             data={"title": "t", "kind": "config"})
+                             data={"title": "t", "kind": "config", "change": "flags=--enforce-eager"})
         assert denied.status_code == 401 and "sign in first" in _html(denied)
         assert client.post("/ui/upload", data={"text": vllm_log(), "mode": "store"}).status_code == 401
         # analysing without storing needs no token, like POST /analyze
@@ -189,7 +192,7 @@ def test_writes_need_the_token_when_tokens_are_set(db):
         assert ok.status_code == 303 and ok.headers["location"].startswith(f"/ui/incidents/{incident_id}")
         cookie = ok.headers["set-cookie"]
         assert "kb_token=s3cret" in cookie and "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
-        allowed = client.post(f"/ui/incidents/{incident_id}/fixes", data={"title": "t", "kind": "config"},
+        allowed = client.post(f"/ui/incidents/{incident_id}/fixes", data={"title": "t", "kind": "config", "change": "flags=--enforce-eager"},
                               follow_redirects=False)
         assert allowed.status_code == 303
         assert "Sign out" in _html(client.get(f"/ui/incidents/{incident_id}"))
@@ -223,7 +226,7 @@ def test_writes_from_another_sites_pages_are_refused(client):
     are refused before anything is stored. Same-origin forms, curl and the launch wrapper
     (no such headers) still write."""
     a = upload(client, vllm_log()).json()["incident"]["id"]
-    form = {"title": "Lower gpu_memory_utilization", "kind": "config"}
+    form = {"title": "Lower gpu_memory_utilization", "kind": "config", "change": "flags=--gpu-memory-utilization 0.85"}
     for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
                     {"Origin": "http://evil.example"}, {"Origin": "null"}):
         refused = client.post(f"/ui/incidents/{a}/fixes", data=form, headers=headers)
@@ -308,40 +311,39 @@ def test_edit_fix_form_on_the_detail_page(client):
     page = _html(client.get(f"/ui/incidents/{incident_id}"))
     assert f'action="/ui/fixes/{fix["id"]}/edit"' in page
     assert "&lt;b&gt;old&lt;/b&gt;" in page and "<b>old</b>" not in page
-    assert "engine=vllm" in page  # plain values as key=value lines
-    assert "&#34;flags&#34;" in page or "&quot;flags&quot;" in page  # lists as JSON
+    assert "engine=vllm" in page and "flags=--gpu-memory-utilization 0.85" in page  # as the form reads them
 
     saved = client.post(f"/ui/fixes/{fix['id']}/edit", follow_redirects=False, data={
         "title": "Raise utilization", "kind": "workaround", "description": "",
         "change": '{"flags": ["--gpu-memory-utilization 0.95"]}',
-        "applies_to": "engine=vllm\nversions=>=0.10"})
+        "applies_to": "engine=vllm\nengine_versions=>=0.10"})
     assert saved.status_code == 303
     assert saved.headers["location"].startswith(f"/ui/incidents/{incident_id}")
     assert f"#fix-{fix['id']}" in saved.headers["location"]
     after = client.get(f"/incidents/{incident_id}").json()["fixes"][0]
     assert (after["title"], after["kind"], after["description"]) == ("Raise utilization", "workaround", None)
     assert after["change"] == {"flags": ["--gpu-memory-utilization 0.95"]}
-    assert after["applies_to"] == {"engine": "vllm", "versions": ">=0.10"}
+    assert after["applies_to"] == {"engine": "vllm", "engine_versions": ">=0.10"}
     assert after["edited_at"]
 
     bad = client.post(f"/ui/fixes/{fix['id']}/edit", data={"title": "x", "kind": "prayer"})
-    assert bad.status_code == 400 and "kind must be one of" in _html(bad)
+    assert bad.status_code == 400 and "kind: &#39;prayer&#39; is not a fix kind" in _html(bad)
     bad = client.post(f"/ui/fixes/{fix['id']}/edit", data={"title": "x", "kind": "config",
                                                            "applies_to": "nonsense"})
-    assert bad.status_code == 400 and "applies to lines" in _html(bad)
-    assert client.post("/ui/fixes/999999/edit", data={"title": "x", "kind": "config"}).status_code == 404
+    assert bad.status_code == 400 and "applies_to: lines look like key=value" in _html(bad)
+    assert client.post("/ui/fixes/999999/edit", data={"title": "x", "kind": "config", "change": "flags=--enforce-eager"}).status_code == 404
 
 
 def test_editing_a_fix_in_the_ui_needs_the_token(db):
     with api_client(db) as open_client:
         incident_id = upload(open_client, vllm_log()).json()["incident"]["id"]
         fix_id = open_client.post(f"/incidents/{incident_id}/fixes",
-                                  json={"title": "t", "kind": "config"}).json()["id"]
+                                  json={"title": "t", "kind": "config", "change": {"flags": ["--enforce-eager"]}}).json()["id"]
     with api_client(db, api_tokens=("s3cret",)) as client:
-        denied = client.post(f"/ui/fixes/{fix_id}/edit", data={"title": "changed", "kind": "config"})
+        denied = client.post(f"/ui/fixes/{fix_id}/edit", data={"title": "changed", "kind": "config", "change": "flags=--enforce-eager"})
         assert denied.status_code == 401 and "sign in first" in _html(denied)
         client.post("/ui/signin", data={"token": "s3cret", "next": "/ui/incidents"})
-        ok = client.post(f"/ui/fixes/{fix_id}/edit", data={"title": "changed", "kind": "config"},
+        ok = client.post(f"/ui/fixes/{fix_id}/edit", data={"title": "changed", "kind": "config", "change": "flags=--enforce-eager"},
                          follow_redirects=False)
         assert ok.status_code == 303
         assert client.get(f"/incidents/{incident_id}").json()["fixes"][0]["title"] == "changed"
