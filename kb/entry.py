@@ -1,4 +1,4 @@
-"""Console entry of `kb`. `kb analyze LOG [--json]` runs on huge logs from scripts,
+"""Console entry of `kb`. `kb analyze LOG [--json] [--no-kb]` runs on huge logs from scripts,
 where start-up time counts (the benchmark compares it with grep): that one form runs
 without loading the command-line framework. Everything else, help and errors
 included, goes through `kb.cli`."""
@@ -13,7 +13,7 @@ import sys
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["analyze"]:
-        rest = [arg for arg in args[1:] if arg != "--json"]
+        rest = [arg for arg in args[1:] if arg not in ("--json", "--no-kb")]
         if len(rest) == 1 and (rest[0] == "-" or not rest[0].startswith("-")):
             from kb.commands.analysis import analyze_stream, open_log, render
 
@@ -34,7 +34,8 @@ def main() -> None:
                         sys.stderr.write(f"Error: {rest[0]}: {exc}\n")
                         sys.exit(1)
                 try:
-                    sys.stdout.write(render(result, "--json" in args[1:]) + "\n")
+                    sys.stdout.write(render(result, "--json" in args[1:],
+                                            advice="--no-kb" not in args[1:]) + "\n")
                     sys.stdout.flush()
                 except BrokenPipeError:  # `kb analyze LOG | head`: the reader has what it wanted
                     pass
@@ -42,3 +43,7 @@ def main() -> None:
     from kb.cli import main as cli
 
     cli()
+
+
+if __name__ == "__main__":
+    main()

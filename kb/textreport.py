@@ -224,11 +224,13 @@ def _similar_lines(similar: Any, base_url: str | None) -> list[str]:
     for row in rows:
         score = row.get("score")
         score_text = f"{score:5.1f}" if isinstance(score, int | float) else "    ?"
-        lines.append(_cut(f"  #{row.get('incident_id')}  {score_text}  {row.get('title') or ''}", WIDTH))
+        ident = f"#{row['incident_id']}  " if row.get("incident_id") is not None else ""
+        lines.append(_cut(f"  {ident}{score_text}  {row.get('title') or ''}", WIDTH))
     return lines
 
 
-def _headline(answer: Mapping[str, Any], base_url: str | None) -> list[str]:
+def _headline(answer: Mapping[str, Any], base_url: str | None,
+              heading: str = "Crash KB") -> list[str]:
     status = _get(answer, "match", "status")
     score = _get(answer, "match", "score")
     incident = answer.get("incident") if isinstance(answer.get("incident"), Mapping) else None
@@ -240,25 +242,31 @@ def _headline(answer: Mapping[str, Any], base_url: str | None) -> list[str]:
     else:
         head = STATUS_WORDS.get(str(status), f"match: {status}" if status else "answer received")
     if incident and incident.get("id") is not None:
-        head += f" #{incident['id']}"
+        head += f" #{incident['id']}"  # offline answers carry no id: the local KB's means nothing
     if isinstance(score, int | float) and status in ("known", "similar"):
         head += f", score {score:.1f}"
     if status in ("known", "similar") and not [f for f in answer.get("fixes") or [] if f]:
         head += ", no fix recorded yet"
     if answer.get("replayed"):
         head += " (a retry of an upload already stored; nothing stored again)"
-    lines = [_cut(f"Crash KB: {head}", WIDTH)]
+    lines = [_cut(f"{heading}: {head}", WIDTH)]
     if incident:
         lines.extend(_wrap(incident.get("title"), "  ", max_lines=3))
         url = absolute_url(incident.get("url"), base_url)
         if url:
             lines.append(f"  {url}")
+        elif incident.get("slug"):
+            lines.append(f"  seed {incident['slug']}")
     return lines
 
 
-def upload_report(answer: Mapping[str, Any], *, base_url: str | None = None) -> str:
-    """The answer to an upload (`POST /incidents`) or an analysis (`POST /analyze`)."""
-    blocks = [_headline(answer, base_url), root_cause_lines(answer.get("analysis"))]
+def upload_report(answer: Mapping[str, Any], *, base_url: str | None = None,
+                  heading: str = "Crash KB", root_cause: bool = True) -> str:
+    """The answer to an upload (`POST /incidents`) or an analysis (`POST /analyze`);
+    `root_cause=False` when the root cause was printed already (`kb analyze`)."""
+    blocks = [_headline(answer, base_url, heading)]
+    if root_cause:
+        blocks.append(root_cause_lines(answer.get("analysis")))
     recommended = _get(answer, "recommendation", "fix_id")
     blocks.append(recommendation_lines(answer.get("recommendation")))
     if answer.get("incident") or answer.get("fixes"):

@@ -4,6 +4,7 @@ confirmed by the service, or on disk with its path printed."""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,10 @@ def deliver(
         return Delivery("refused", result)
 
     say(f"could not upload the log: {result.error}")
+    advice = _local_advice(log)
+    if advice:
+        say("meanwhile, what the bundled knowledge base knows of this crash:")
+        click.echo(advice, err=answer_to_stderr)
     spool = Spool(settings.spool_dir())
     meta = {"server": server, "first_error": result.error, "original_log": str(kept_at) if kept_at else None}
     meta.update(extra or {})
@@ -79,6 +84,22 @@ def deliver(
     say(f"saved to the spool: {entry.path}")
     say("send it once the server is reachable with: kb flush")
     return Delivery("spooled", result, entry)
+
+
+def _local_advice(log: Path | bytes) -> str | None:
+    """The offline answer (kb analyze's) for a log the service did not receive; None
+    when the log cannot be read or is no log at all (the spool keeps it either way)."""
+    from kb.commands.analysis import analyze_stream, local_advice
+
+    try:
+        if isinstance(log, Path):
+            with log.open("rb") as stream:
+                result = analyze_stream(stream)
+        else:
+            result = analyze_stream(io.BytesIO(log))
+    except (OSError, ValueError):  # unreadable, or refused as empty or binary
+        return None
+    return local_advice(result, root_cause=True)
 
 
 def _mention_spool() -> None:

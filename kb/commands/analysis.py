@@ -58,9 +58,47 @@ def open_log(log: str) -> BinaryIO:
     return sys.stdin.buffer if log == "-" else open(log, "rb")
 
 
-def render(result: Analysis, as_json: bool) -> str:
+def render(result: Analysis, as_json: bool, advice: bool = False) -> str:
+    """The analysis as JSON, or as the readable report followed, with `advice`, by what
+    the bundled knowledge base knows of the crash (the JSON stays the analysis alone)."""
     if as_json:
         return json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
     from kb.commands.report import format_analysis
 
-    return format_analysis(result)
+    text = format_analysis(result)
+    if advice:
+        text += "\n\n" + local_advice(result)
+    return text
+
+
+def seeds_dir() -> Path:
+    if os.environ.get("KB_SEEDS_DIR"):
+        return Path(os.environ["KB_SEEDS_DIR"])
+    from kb.config import default_seeds_dir
+
+    return default_seeds_dir()
+
+
+def local_advice(result: Analysis, *, root_cause: bool = False) -> str:
+    """The known fixes and the recommendation from the bundled seeds, offline: the
+    service's own matching and advice on a seeded SQLite file kept in the cache
+    (`root_cause`: with the root-cause block, for a report that has not shown it)."""
+    import msgspec
+
+    from kb import textreport
+
+    heading = "Crash KB, bundled knowledge (offline)"
+    seeds, cache = seeds_dir(), _cache_dir()
+    if not seeds.is_dir() or cache is None:
+        return f"{heading}: not available (no seeds at {seeds}, or no cache directory)\n"
+    try:
+        from kb.services.localkb import local_answer
+
+        answer = msgspec.to_builtins(local_answer(result, seeds, cache))
+    except Exception as exc:  # advice is extra: the analysis above stands without it
+        return f"{heading}: not available ({type(exc).__name__}: {exc})\n"
+    if answer.get("incident"):
+        answer["incident"]["id"] = None  # the local database's ids mean nothing elsewhere
+    for row in answer.get("similar") or []:
+        row["incident_id"] = None
+    return textreport.upload_report(answer, heading=heading, root_cause=root_cause).rstrip("\n")

@@ -10,9 +10,11 @@ from kb.core.textlog import LogRejected
 
 @click.command()
 @click.argument("log", type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def analyze(log: str, as_json: bool) -> None:
-    """Find the root cause, context and fingerprint of a crash log (`-` reads stdin)."""
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the analysis alone).")
+@click.option("--no-kb", is_flag=True, help="Skip the known fixes from the bundled knowledge base.")
+def analyze(log: str, as_json: bool, no_kb: bool) -> None:
+    """Find the root cause, context and fingerprint of a crash log (`-` reads stdin),
+    then the known fixes and recommendation from the bundled knowledge base (offline)."""
     try:
         stream = open_log(log)
     except OSError as exc:
@@ -22,4 +24,4 @@ def analyze(log: str, as_json: bool) -> None:
             result = analyze_stream(stream)
         except LogRejected as exc:
             raise click.ClickException(f"{log}: {exc}") from None
-    click.echo(render(result, as_json))
+    click.echo(render(result, as_json, advice=not no_kb))

@@ -44,10 +44,16 @@ def standin(tmp_path: Path) -> Iterator:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def kb_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kb-cache")
+
+
 @pytest.fixture
-def kb_env(tmp_path: Path) -> dict[str, str]:
+def kb_env(tmp_path: Path, kb_cache_dir: Path) -> dict[str, str]:
     """Environment for `kb`: private spool and log dirs, no inherited server settings, and
-    a fake `nvidia-smi` (a real executable) reporting two H100s."""
+    a fake `nvidia-smi` (a real executable) reporting two H100s. The cache (compiled
+    pre-filter, the bundled knowledge base's database) is shared by the session's tests."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
@@ -58,6 +64,7 @@ def kb_env(tmp_path: Path) -> dict[str, str]:
         KB_SPOOL_DIR=str(tmp_path / "spool"),
         KB_LOG_DIR=str(tmp_path / "logs"),
         KB_REPORTER="ci-tester",
+        KB_CACHE_DIR=str(kb_cache_dir),
         PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}",
         PYTHONPATH=str(REPO),
         CUDA_VISIBLE_DEVICES="0,1",

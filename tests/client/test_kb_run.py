@@ -225,6 +225,11 @@ def test_server_down_spools_then_flush_delivers_once(kb_env, standin):
     stderr = done.stderr.decode()
     [entry] = spool_entries(kb_env)
     assert f"saved to the spool: {entry}" in stderr and "kb flush" in stderr
+    # before it spools, the bundled knowledge base advises offline
+    advice = stderr.index("Crash KB, bundled knowledge (offline): ")
+    assert advice < stderr.index("saved to the spool")
+    assert "Root cause\n  torch.OutOfMemoryError: CUDA out of memory" in stderr[advice:]
+    assert "Recommendation: " in stderr[advice:]
     log_path = saved_log(stderr)
     assert (entry / "log").read_bytes() == log_path.read_bytes()
     meta = json.loads((entry / "meta.json").read_text())

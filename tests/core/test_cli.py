@@ -2,13 +2,18 @@
 clear errors, and the evaluation figures on a labeled folder."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from kb.cli import main
 
+ROOT = Path(__file__).resolve().parents[2]
+KB = [sys.executable, "-m", "kb.entry"]
 FIXTURES = Path(__file__).parent / "fixtures"
 WRAPPED = FIXTURES / "vllm-v1-worker-root-cause-behind-enginecore-wrapper.log"
 
@@ -92,3 +97,25 @@ def test_console_entry_falls_back_to_the_command_for_errors_and_help():
     assert "cannot read /nonexistent/vllm.log" in missing.stderr and "Traceback" not in missing.stderr
     helped = subprocess.run([*entry, "analyze", "--help"], capture_output=True, text=True)
     assert helped.returncode == 0 and "Usage:" in helped.stdout
+
+
+def test_analyze_prints_a_seed_examples_fix_offline(tmp_path):
+    """With no server anywhere: the bundled seeds answer, through the service's own
+    matching and advice on a cached SQLite copy; --no-kb and --json leave it out."""
+    import yaml
+
+    seed = yaml.safe_load((ROOT / "seeds" / "vllm" / "vllm-api-server-port-already-in-use.yaml").read_text())
+    log = tmp_path / "vllm.log"
+    log.write_text(seed["examples"][-1]["log"])
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache"), "KB_SEEDS_DIR": str(ROOT / "seeds")}
+    runs = [subprocess.run([*KB, "analyze", str(log), *extra], capture_output=True, env=env, timeout=120)
+            for extra in ([], [], ["--no-kb"], ["--json"])]
+    assert [r.returncode for r in runs] == [0, 0, 0, 0]
+    first, cached, no_kb, as_json = (r.stdout.decode() for r in runs)
+    assert first == cached  # the second run reads the cached database
+    advice = first[first.index("Crash KB, bundled knowledge (offline): known incident, score 100.0\n"):]
+    assert "  seed vllm-api-server-port-already-in-use\n" in advice
+    assert "Recommendation: patch" in advice and "flags:   --port 8001" in advice
+    assert first.startswith(no_kb.rstrip("\n")) and "bundled knowledge" not in no_kb
+    assert "bundled knowledge" not in as_json and json.loads(as_json)["root_cause"]["exception"] == "OSError"
+    assert len(list((tmp_path / "cache").glob("seed-kb-*.sqlite3"))) == 1
