@@ -181,19 +181,31 @@ def _applies_text(applies: Any) -> str | None:
     return " · ".join(parts) or None
 
 
+def _evidence_text(fix: Mapping[str, Any]) -> str:
+    """Whose word a fix has: the upstream threads a seed cites, apart from this team's
+    own outcomes (an older service gives only the totals)."""
+    if "team_worked" not in fix:
+        return f"worked {fix.get('worked', 0)}, failed {fix.get('failed', 0)}"
+    parts = []
+    if fix.get("upstream_worked") or fix.get("upstream_failed"):
+        parts.append(f"reported upstream: worked {fix.get('upstream_worked', 0)}, "
+                     f"failed {fix.get('upstream_failed', 0)}")
+    if fix.get("team_worked") or fix.get("team_failed"):
+        parts.append(f"this team: worked {fix.get('team_worked', 0)}, failed {fix.get('team_failed', 0)}")
+    if fix.get("worked_here") or fix.get("failed_here"):
+        parts.append(f"on this setup {fix.get('worked_here', 0)}/{fix.get('failed_here', 0)}")
+    return "; ".join(parts) or "no outcome recorded yet"
+
+
 def fix_lines(fixes: Any, recommended: Any = None) -> list[str]:
     fixes = [fix for fix in fixes or [] if isinstance(fix, Mapping)]
     if not fixes:
         return ["Fixes", "  none recorded yet for this incident (add one on its page)"]
     lines = ["Fixes"]
     for number, fix in enumerate(fixes, start=1):
-        evidence = f"worked {fix.get('worked', 0)}, failed {fix.get('failed', 0)}"
-        if fix.get("worked_here") or fix.get("failed_here"):
-            evidence += f"; on this setup {fix.get('worked_here', 0)}/{fix.get('failed_here', 0)}"
         star = "  (recommended)" if recommended is not None and fix.get("id") == recommended else ""
-        head = f"  {number}. {fix.get('title') or 'untitled fix'}"
-        tail = f"  [{fix.get('kind') or 'fix'}; {evidence}]{star}"
-        lines.append(_cut(head, WIDTH - len(tail)) + tail if len(head) + len(tail) > WIDTH else head + tail)
+        lines.append(_cut(f"  {number}. {fix.get('title') or 'untitled fix'}", WIDTH - len(star)) + star)
+        lines.append(_cut(f"     {fix.get('kind') or 'fix'} · {_evidence_text(fix)}", WIDTH))
         lines.extend(_wrap(fix.get("description"), "     "))
         lines.extend(change_lines(fix.get("change"), "     "))
         applies = _applies_text(fix.get("applies_to"))

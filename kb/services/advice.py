@@ -64,7 +64,10 @@ def fix_view(fix: Fix, evidence: FixEvidence) -> FixView:
                    applies_to=dict(fix.applies_to or {}), worked=evidence.worked,
                    failed=evidence.failed, worked_here=evidence.worked_here,
                    failed_here=evidence.failed_here, seeded=fix.seeded,
-                   edited_at=fix.edited_at)
+                   edited_at=fix.edited_at, upstream_worked=fix.curated_worked,
+                   upstream_failed=fix.curated_failed,
+                   team_worked=evidence.worked - fix.curated_worked,
+                   team_failed=evidence.failed - fix.curated_failed)
 
 
 def advise(repo: Repository, incident: Incident | IncidentHead | None, where: Where,

@@ -59,6 +59,12 @@ class FixView:
     failed_here: int = 0
     seeded: bool = False
     edited_at: datetime | None = None  # last edit by a person (PATCH /fixes/{id})
+    # `worked`/`failed` split by where the evidence comes from: what the upstream threads
+    # a seed cites report (curated counts), and this team's own recorded outcomes.
+    upstream_worked: int = 0
+    upstream_failed: int = 0
+    team_worked: int = 0
+    team_failed: int = 0
 
 
 @dataclass(slots=True)

@@ -32,12 +32,14 @@ ANSWER = {
     },
     "fixes": [
         {"id": 4, "title": "Lower --max-model-len", "kind": "config", "worked": 3, "failed": 0,
+         "upstream_worked": 2, "upstream_failed": 0, "team_worked": 1, "team_failed": 0,
          "description": "Serve shorter sequences: the KV cache of one full-length request must fit. "
                         "Pick the longest context your users need; 32768 fits on two L40S for "
                         "this model.",
          "change": {"flags": ["--max-model-len 32768"]},
          "applies_to": {"engine_versions": ">=0.10"}},
         {"id": 5, "title": "Allow a longer context than the model config", "kind": "workaround",
+         "upstream_worked": 0, "upstream_failed": 0, "team_worked": 0, "team_failed": 0,
          "change": {"env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}}},
         {"id": 6, "title": "Upgrade", "kind": "upgrade", "change": {"version": "0.11.0"}},
         {"id": 7, "title": "Patch the check", "kind": "patch",
@@ -65,12 +67,15 @@ def test_full_answer_reads_root_cause_first_and_every_exact_change():
     assert ("  seen on  vllm 0.10.1 · Qwen/Qwen3-32B · 2 x NVIDIA L40S · tp=2 · phase kv_cache_profiling"
             in lines)
     assert lines.index("Recommendation: patch") > root
-    assert "  1. Lower --max-model-len  [config; worked 3, failed 0]  (recommended)" in lines
+    assert "  1. Lower --max-model-len  (recommended)" in lines
+    assert "     config · reported upstream: worked 2, failed 0; this team: worked 1, failed 0" in lines
     # nothing cut with "...": the whole description, wrapped, and each change as it is
     flowing = " ".join(text.split())
     assert ANSWER["fixes"][0]["description"] in flowing
     assert "     flags:   --max-model-len 32768" in lines
     assert "     env:     VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in lines
+    assert "     workaround · no outcome recorded yet" in lines
+    assert "     upgrade · worked 0, failed 0" in lines  # an older service: totals only
     assert "     version: 0.11.0" in lines
     assert "     engine:  sglang >=0.5.4" in lines
     assert "       --- a/vllm/x.py" in lines and "       +b" in lines

@@ -77,17 +77,24 @@ def test_kb_analyze_and_the_answer_records_load_neither_httpx_nor_the_web_stack(
     assert not _modules_after("import kb\nkb.Client") & (HEAVY - {"httpx", "click"})
 
 
-def test_kb_analyze_command_still_loads_no_httpx(tmp_path):
-    log = tmp_path / "vllm.log"
-    log.write_text(seed_log())
+def _imports_of_kb_analyze(log, *flags: str) -> set[str]:
     out = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                          "import sys; sys.argv = ['kb', 'analyze', sys.argv[1]]\n"
-                          "from kb.entry import main; main()", str(log)],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+                          "import sys; sys.argv = ['kb', 'analyze', *sys.argv[1:]]\n"
+                          "from kb.entry import main; main()", str(log), *flags],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "torch.OutOfMemoryError" in out.stdout
-    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
-    assert not imported & HEAVY
+    return {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+
+
+def test_kb_analyze_command_still_loads_no_httpx(tmp_path):
+    """The offline advice reads the bundled KB's SQLite file (SQLAlchemy), nothing of the
+    web stack or the client; --no-kb and --json load no database layer either."""
+    log = tmp_path / "vllm.log"
+    log.write_text(seed_log())
+    assert not _imports_of_kb_analyze(log) & (HEAVY - {"sqlalchemy"})
+    assert not _imports_of_kb_analyze(log, "--no-kb") & HEAVY
+    assert not _imports_of_kb_analyze(log, "--json") & HEAVY
 
 
 def test_every_public_name_resolves_and_is_listed():

@@ -148,3 +148,21 @@ def test_invalid_seeds_are_reported_not_loaded(tmp_path, content, message):
         parse_seed(path)
     loaded, errors = read_seeds(tmp_path)
     assert loaded == [] and len(errors) == 1 and "bad.yaml" in errors[0]
+
+
+def test_upstream_outcome_counts_are_told_apart_from_the_teams_own(db):
+    seed_database(db, SAMPLE_SEEDS)
+    with api_client(db) as client:
+        slugs = {i["slug"]: i["id"] for i in client.get("/incidents").json()["items"]}
+        fix = client.get(f"/incidents/{slugs['sample-kv-cache-no-memory']}").json()["fixes"][0]
+        assert (fix["upstream_worked"], fix["team_worked"], fix["worked"]) == (2, 0, 2)
+        client.post(f"/fixes/{fix['id']}/outcomes", json={"worked": True})
+        client.post(f"/fixes/{fix['id']}/outcomes", json={"worked": False})
+        fix = client.get(f"/incidents/{slugs['sample-kv-cache-no-memory']}").json()["fixes"][0]
+        assert (fix["upstream_worked"], fix["upstream_failed"]) == (2, 0)
+        assert (fix["team_worked"], fix["team_failed"]) == (1, 1)
+        assert (fix["worked"], fix["failed"]) == (3, 1)  # the totals other tools read
+        page = client.get(f"/ui/incidents/{slugs['sample-kv-cache-no-memory']}").text
+        assert "reported upstream:" in page and "this team:" in page
+        text = client.get(f"/incidents/{slugs['sample-kv-cache-no-memory']}?format=text").text
+        assert "     config · reported upstream: worked 2, failed 0; this team: worked 1, failed 1\n" in text
