@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from kb.core.analyze import analyze
-from kb.core.evaluate import Case, SeedIncident, evaluate as run_evaluation
+from kb.core.evaluate import Case, evaluate as run_evaluation
 from kb.core.records import CrashFeatures
 
 DEFAULT_SEEDS = Path(__file__).resolve().parents[2] / "seeds"
@@ -28,24 +28,11 @@ def load_cases(directory: Path) -> list[Case]:
     return cases
 
 
-def load_seed_incidents(directory: Path) -> list[SeedIncident]:
-    import yaml
-
-    incidents = []
-    for path in sorted(directory.rglob("*.yaml")):
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict) or "slug" not in data:
-            continue
-        features = [CrashFeatures.from_analysis(analyze(str(example.get("log", "")).encode()))
-                    for example in data.get("examples") or []]
-        incidents.append(SeedIncident(data["slug"], features, bool(data.get("fixes"))))
-    return incidents
-
-
 @click.command("eval")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--against-seeds", "seeds_dir", is_flag=False, flag_value=str(DEFAULT_SEEDS), default=None,
-              type=click.Path(), help="Also report how many cases the seed knowledge base recognizes.")
+              type=click.Path(), help="Also report what the seed knowledge base (default: the bundled "
+              "seeds) answers for each case, through the service's matching and advice.")
 @click.option("--subset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A file of case ids (one a line, e.g. BATCH2.txt): also print the root cause figure on them.")
 @click.option("--shapes", is_flag=True, help="Re-capture every case in each capture shape (journald, srun, ...) "
@@ -73,10 +60,9 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
     if calibrate:
         _print_calibration(cases)
         return
-    seeds = load_seed_incidents(Path(seeds_dir)) if seeds_dir else None
-    if seeds_dir and not seeds:
+    if seeds_dir and not any(Path(seeds_dir).rglob("*.yaml")):
         raise click.ClickException(f"no seed incidents found under {seeds_dir}")
-    report = run_evaluation(cases, seeds)
+    report = run_evaluation(cases)
     results = report["results"]
     if verbose:
         for r in results:
@@ -87,8 +73,6 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
                 click.echo(f"      expected {r.expected[:90]!r}")
             if bad_ctx:
                 click.echo(f"      context wrong: {', '.join(bad_ctx)}")
-            if seeds is not None:
-                click.echo(f"      seed: {r.seed_match} ({r.seed_score:.1f})")
     n = report["cases"]
     click.echo(f"cases: {n}")
     click.echo(f"root cause (type and message): {report['root_cause']:.1%}  "
@@ -104,11 +88,35 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
         click.echo(f"  {name:<15} {accuracy:6.1%}  ({count})")
     if grouping:
         _print_grouping(cases, results if verbose else None)
-    if seeds is not None:
-        s = report["seeds"]
-        click.echo(f"seed knowledge base ({len(seeds)} incidents): recognized with a fix "
-                   f"{s['recognized_recurring']:.1%} of recurring-class cases; wrong matches {s['wrong_match']:.1%} of all"
-                   + (f" ({', '.join(s['wrong_ids'])})" if s["wrong_ids"] else ""))
+    if seeds_dir:
+        _print_against_seeds(cases, Path(seeds_dir), verbose)
+
+
+def _print_against_seeds(cases: list[Case], seeds_dir: Path, verbose: bool) -> None:
+    import tempfile
+    from collections import Counter
+
+    from kb.services.evaluation import against_seeds
+
+    with tempfile.TemporaryDirectory(prefix="kb-eval-seeds-") as cache:
+        report = against_seeds(cases, seeds_dir, Path(cache))
+    classes = Counter(str(c.label.get("failure_class")) for c in cases)
+    recognized = report.recognized(classes)
+    wrong = [r.id for r in report.results if r.wrong_fix]
+    click.echo(f"seed knowledge base ({report.incidents} incidents), through the service's matching:")
+    click.echo(f"  right incident (class in its tags), recurring-class cases: "
+               f"{'n/a' if recognized is None else f'{recognized:.1%}'} of {report.recurring}")
+    click.echo(f"  a wrong incident's fix as known, all cases:               {report.wrong_fix():.1%}"
+               + (f" ({', '.join(wrong)})" if wrong else ""))
+    recurring_uncovered = [c for c in report.uncovered if classes[c] > 1]
+    click.echo(f"  corpus classes without a seed incident: {len(report.uncovered)} of {len(classes)}"
+               f" ({len(recurring_uncovered)} recurring)")
+    for name in report.uncovered:
+        click.echo(f"    {name} ({classes[name]})")
+    if verbose:
+        for r in report.results:
+            if not r.right and classes[r.failure_class] > 1:
+                click.echo(f"  seed miss {r.id:<22} {r.failure_class:<40} {r.status} {r.slug or ''}")
 
 
 def _print_grouping(cases: list[Case], verbose_results: list | None) -> None:

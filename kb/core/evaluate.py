@@ -12,7 +12,7 @@ Grouping is measured through the service (kb.services.evaluation), not here."""
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +20,7 @@ from rapidfuzz import fuzz
 
 from kb.core.analyze import analyze, inflate
 from kb.core.fingerprint import canonical_exception
-from kb.core.match import KNOWN_THRESHOLD, score
-from kb.core.records import Analysis, CrashFeatures
+from kb.core.records import Analysis
 
 CONTEXT_FIELDS = ("engine", "engine_version", "model", "model_arch", "gpu_name", "gpu_count", "tp", "dp", "pp", "ep", "phase")
 
@@ -43,8 +42,6 @@ class CaseResult:
     got: str
     expected: str
     context: dict[str, bool] = field(default_factory=dict)
-    seed_match: str | None = None
-    seed_score: float = 0.0
 
 
 def _fold(text: str) -> str:
@@ -178,18 +175,9 @@ def evaluate_case(case: Case, analysis: Analysis) -> CaseResult:
     return result
 
 
-@dataclass
-class SeedIncident:
-    slug: str
-    features: list[CrashFeatures]
-    has_fix: bool
-
-
-def evaluate(cases: list[Case], seeds: list[SeedIncident] | None = None) -> dict[str, Any]:
+def evaluate(cases: list[Case]) -> dict[str, Any]:
     analyses = {case.id: analyze(case.log) for case in cases}
     results = [evaluate_case(case, analyses[case.id]) for case in cases]
-    features = {case.id: CrashFeatures.from_analysis(analyses[case.id]) for case in cases}
-    classes = Counter(r.failure_class for r in results)
     by_id = {r.id: r for r in results}
 
     report: dict[str, Any] = {"cases": len(results)}
@@ -202,46 +190,9 @@ def evaluate(cases: list[Case], seeds: list[SeedIncident] | None = None) -> dict
         for name, ok in r.context.items():
             fields[name].append(ok)
     report["context"] = {name: (sum(v) / len(v), len(v)) for name, v in fields.items()}
-    if seeds is not None:
-        report["seeds"] = _against_seeds(results, features, seeds, classes)
     report["results"] = results
     report["by_id"] = by_id
     return report
-
-
-def _against_seeds(results: list[CaseResult], features: dict[str, CrashFeatures], seeds: list[SeedIncident],
-                   classes: Counter) -> dict[str, Any]:
-    """Which seed incident each case matches (known tier). Each seed belongs to the class
-    whose cases match it most (a class may own several seeds: V0 and V1 wordings, two
-    engines). A case is recognized when it matched a seed its class owns and that seed has
-    a fix; a wrong match is a known match to a seed another class owns."""
-    for result in results:
-        best, best_score = None, -1.0
-        for seed in seeds:
-            for f in seed.features:
-                s = score(features[result.id], f).score
-                if s > best_score:
-                    best, best_score = seed, s
-        if best is not None and best_score >= KNOWN_THRESHOLD:
-            result.seed_match, result.seed_score = best.slug, best_score
-        else:
-            result.seed_score = max(best_score, 0.0)
-    votes: dict[str, Counter] = defaultdict(Counter)
-    for r in results:
-        if r.seed_match:
-            votes[r.seed_match][r.failure_class] += 1
-    seed_owner = {slug: counter.most_common(1)[0][0] for slug, counter in votes.items()}
-    has_fix = {s.slug: s.has_fix for s in seeds}
-    recurring = [r for r in results if classes[r.failure_class] > 1]
-    recognized = [r for r in recurring if r.seed_match and seed_owner[r.seed_match] == r.failure_class and has_fix[r.seed_match]]
-    wrong = [r for r in results if r.seed_match and seed_owner[r.seed_match] != r.failure_class]
-    return {
-        "recognized_recurring": len(recognized) / len(recurring) if recurring else None,
-        "recognized_all": sum(1 for r in results if r.seed_match and seed_owner[r.seed_match] == r.failure_class) / (len(results) or 1),
-        "wrong_match": len(wrong) / (len(results) or 1),
-        "wrong_ids": [r.id for r in wrong],
-        "seed_owner": seed_owner,
-    }
 
 
 def evaluate_shapes(cases: list[Case]) -> dict[str, dict[str, float]]:

@@ -5,7 +5,6 @@ process) lets two processes print tracebacks at the same time."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from kb.core.capture import Peeled, Profile, peel

@@ -16,6 +16,7 @@ import os
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kb.core.evaluate import Case
 from kb.db.migrate import upgrade
@@ -154,3 +155,67 @@ def _judge(case_id: str, class_of: dict[str, str], classes: Counter[str], status
     else:
         result.right = classes[failure_class] == 1
     return result
+
+
+@dataclass(slots=True)
+class SeedVerdict:
+    id: str
+    failure_class: str
+    status: str  # known | similar | new | refused
+    slug: str | None  # the seed incident a "known" answer named
+    right: bool  # "known", and the incident is tagged with the case's class
+    wrong_fix: bool  # "known" with fixes, and the incident is not the case's class
+
+
+@dataclass(slots=True)
+class SeedReport:
+    """What the shipped knowledge base says of each case, through the production path
+    (a freshly seeded database, POST /analyze's matching and advice). A seed incident
+    covers a corpus class when the class slug is one of its tags."""
+
+    results: list[SeedVerdict]
+    incidents: int
+    recurring: int  # cases whose class has two or more cases
+    uncovered: list[str]  # corpus classes no seed incident is tagged with
+
+    def recognized(self, classes: Counter[str]) -> float | None:
+        """Share of recurring-class cases answered "known" with the right incident."""
+        chosen = [r for r in self.results if classes[r.failure_class] > 1]
+        return sum(r.right for r in chosen) / len(chosen) if chosen else None
+
+    def wrong_fix(self) -> float:
+        """Share of all cases given a wrong incident's fixes as "known"."""
+        return sum(r.wrong_fix for r in self.results) / (len(self.results) or 1)
+
+
+def against_seeds(cases: list[Case], seeds_dir: Path, cache_dir: Path) -> SeedReport:
+    from kb.core.analyze import analyze
+    from kb.core.textlog import LogRejected, prepare_log
+    from kb.services.ingest import with_overrides
+    from kb.services.localkb import local_kb_path
+    from kb.services.seeding import read_seeds
+
+    seeds, _ = read_seeds(seeds_dir)
+    tags = {seed.slug: set(seed.tags) for seed in seeds}
+    covered = set().union(*tags.values()) if tags else set()
+    db = Database(f"sqlite:///{local_kb_path(seeds_dir, cache_dir)}", pool_size=1)
+    results: list[SeedVerdict] = []
+    try:
+        for case in cases:
+            failure_class = str(case.label.get("failure_class"))
+            try:
+                analysis = analyze(prepare_log(case.log, MAX_BYTES))
+            except LogRejected:
+                results.append(SeedVerdict(case.id, failure_class, "refused", None, False, False))
+                continue
+            analysis, features = with_overrides(analysis, Overrides())
+            got = answer(db, analysis, features, base_url=BASE_URL)
+            slug = got.incident.slug if got.incident is not None else None
+            right = slug is not None and failure_class in tags.get(slug, set())
+            wrong = got.match.status == "known" and not right and bool(got.fixes)
+            results.append(SeedVerdict(case.id, failure_class, got.match.status, slug, right, wrong))
+    finally:
+        db.dispose()
+    classes = Counter(str(c.label.get("failure_class")) for c in cases)
+    return SeedReport(results, len(seeds), sum(classes[r.failure_class] > 1 for r in results),
+                      sorted(c for c in classes if c not in covered))

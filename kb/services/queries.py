@@ -28,7 +28,6 @@ from kb.services.views import (
     LinkedIncident,
     ListQuery,
     OccurrenceView,
-    SimilarView,
     Timeline,
 )
 

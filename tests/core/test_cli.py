@@ -119,3 +119,25 @@ def test_analyze_prints_a_seed_examples_fix_offline(tmp_path):
     assert first.startswith(no_kb.rstrip("\n")) and "bundled knowledge" not in no_kb
     assert "bundled knowledge" not in as_json and json.loads(as_json)["root_cause"]["exception"] == "OSError"
     assert len(list((tmp_path / "cache").glob("seed-kb-*.sqlite3"))) == 1
+
+
+def test_eval_against_seeds_goes_through_the_service_and_judges_by_tags(tmp_path):
+    """Two cases of a class a sample seed is tagged with (its own examples, so known and
+    right), one case of a class no seed covers: listed as uncovered."""
+    import yaml
+
+    sample = ROOT / "tests" / "service" / "seeds_sample"
+    seed = yaml.safe_load((sample / "vllm" / "sample-kv-cache-no-memory.yaml").read_text())
+    cases = {"kv-a": (seed["examples"][0]["log"], "kv-cache"),
+             "kv-b": (seed["examples"][-1]["log"], "kv-cache"),
+             "odd": ("RuntimeError: something no seed knows about\n", "unheard-of-class")}
+    for case_id, (log, failure_class) in cases.items():
+        (tmp_path / f"{case_id}.log").write_text(log)
+        (tmp_path / f"{case_id}.json").write_text(json.dumps(
+            {"id": case_id, "failure_class": failure_class, "root_cause": None}))
+    result = CliRunner().invoke(main, ["eval", str(tmp_path), "--no-grouping", "--against-seeds", str(sample)])
+    assert result.exit_code == 0, result.output
+    assert "seed knowledge base (3 incidents), through the service's matching:" in result.output
+    assert "recurring-class cases: 100.0% of 2" in result.output
+    assert "a wrong incident's fix as known, all cases:               0.0%\n" in result.output
+    assert "corpus classes without a seed incident: 1 of 2 (0 recurring)\n    unheard-of-class (1)\n" in result.output
