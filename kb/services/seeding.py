@@ -27,6 +27,7 @@ import yaml
 from sqlalchemy import text
 
 from kb.core.analyze import analyze
+from kb.core.engines import ENGINES as CORE_ENGINES
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES, CrashFeatures
 from kb.db.models import Fix, Incident, utcnow
@@ -37,7 +38,7 @@ from kb.services.matching import route_key
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "pytorch", "deepspeed", "other")
+ENGINES = CORE_ENGINES  # vllm sglang tensorrt-llm tgi llama.cpp pytorch deepspeed ray other
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _PG_SEED_LOCK = 0x6B62_7365_6564  # serialises concurrent seeding on one Postgres
 

@@ -44,7 +44,7 @@ from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "kb_token"
-ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "pytorch")
+ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp", "pytorch", "deepspeed", "ray")
 FORM_SLACK = 256 * 1024
 
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,

@@ -24,7 +24,7 @@ KEYS = ("slug", "title", "engine", "affected_versions", "fixed_in", "model_archs
 FIX_KEYS = ("title", "kind", "description", "change", "applies_to", "worked", "failed")
 CHANGE_KEYS = {"flags", "env", "diff", "version", "engine", "engine_version"}
 APPLIES_KEYS = {"engine_versions", "model_archs", "gpu_families"}
-ENGINES = {"vllm", "sglang", "tensorrt-llm", "tgi", "pytorch", "other"}
+ENGINES = {"vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp", "pytorch", "deepspeed", "ray", "other"}
 PHASES = {"config", "startup", "weight_loading", "kv_cache_profiling", "cuda_graph_capture",
           "serving", "training", "shutdown"}
 FIX_KINDS = {"config", "patch", "upgrade", "downgrade", "switch_engine", "workaround"}
