@@ -238,6 +238,19 @@ def test_the_knowledge_base_is_not_empty():
     assert {"vllm", "sglang", "tensorrt-llm", "tgi", "pytorch"} <= engines
 
 
+# Issue 14 (breadth): at least this many incidents per engine, and in all.
+MIN_PER_ENGINE = 15
+ENGINES_WITH_MINIMUM = ("vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp", "pytorch", "deepspeed", "ray")
+MIN_TOTAL = 160
+
+
+def test_every_engine_has_its_minimum_of_incidents():
+    per_engine = {name: sum(1 for path in SEED_FILES if path.parent.name == name) for name in ENGINES_WITH_MINIMUM}
+    short = {name: count for name, count in per_engine.items() if count < MIN_PER_ENGINE}
+    assert short == {}, f"engines below {MIN_PER_ENGINE} incidents: {short}"
+    assert len(SEED_FILES) >= MIN_TOTAL
+
+
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)
 def test_seed_file_follows_the_schema(path: Path):
     problems = seed_problems(_load(path), path)
