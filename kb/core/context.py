@@ -81,17 +81,32 @@ _ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
     ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|text_generation_router|ShardCannotStart")),
     ("sglang", _r(r"\bsglang\b|sgl_kernel|sgl-workspace|scheduler_process|SGLang")),
     ("vllm", _r(r"\bvllm\b|vLLM|EngineCore|VllmWorker|Worker_TP|VLLM_|gpu_memory_utilization|max_model_len")),
-    ("pytorch", _r(r"torchrun|import torch\b|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|deepspeed|accelerate|transformers/trainer|llamafactory|megatron")),
+    ("llama.cpp", _r(r"llama_model_load|llm_load_|ggml_|GGML_ASSERT|gguf_init|llama-server|llama_server|llama-cli|\bollama\b|llama runner")),
+    # DeepSpeed and Megatron-LM training (kb.core.engines: they run on torch.distributed)
+    ("deepspeed", _r(r"deepspeed|DeepSpeed|ds_accelerator|megatron|Megatron|ZeRORuntimeException")),
+    # Ray core, Ray Train / Serve / Data (kb.core.engines: beneath vLLM, SGLang, torch)
+    ("ray", _r(r"\bray::|raylet|gcs_server|\bray\.exceptions|\bray\._private|\bray/_private|\bray/train|\bray/serve|\bray\.init"
+               r"|RayActorError|RayTaskError|ActorDiedError|ObjectStoreFullError|RayTrainWorker|ServeReplica|ServeController|\bRAY_|\bray start\b")),
+    ("pytorch", _r(r"torchrun|import torch\b|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|accelerate|transformers/trainer|llamafactory")),
 )
-_ENGINE_PRIORITY = {"tensorrt-llm": 5, "tgi": 4, "sglang": 3, "vllm": 2, "pytorch": 1}
+_ENGINE_PRIORITY = {"tensorrt-llm": 6, "tgi": 5, "sglang": 4, "vllm": 3, "llama.cpp": 2, "deepspeed": 1, "ray": 0, "pytorch": -1}
+# Engines other engines run on or that run them (kb.core.engines): named only when no
+# serving engine shows (every engine's log mentions torch, vLLM's multi-node logs Ray),
+# plain torch only when neither DeepSpeed nor Ray shows either.
+_LAYER_ENGINES = ("deepspeed", "ray")
 # Literals that any match of each engine's marker needs (a cheap test before the regex).
 _ENGINE_LITERALS: dict[str, tuple[str, ...]] = {
     "tensorrt-llm": ("tensorrt_llm", "TensorRT-LLM", "[TRT]", "tritonserver"),
     "tgi": ("text_generation", "text-generation", "ShardCannotStart"),
     "sglang": ("sglang", "sgl_kernel", "sgl-workspace", "scheduler_process", "SGLang"),
     "vllm": ("vllm", "vLLM", "EngineCore", "VllmWorker", "Worker_TP", "VLLM_", "gpu_memory_utilization", "max_model_len"),
+    "llama.cpp": ("llama_model_load", "llm_load_", "ggml_", "GGML_ASSERT", "gguf_init", "llama-server", "llama_server",
+                  "llama-cli", "ollama", "llama runner"),
+    "deepspeed": ("deepspeed", "DeepSpeed", "ds_accelerator", "megatron", "Megatron", "ZeRORuntimeException"),
+    "ray": ("ray::", "raylet", "gcs_server", "ray.", "ray/", "RayActorError", "RayTaskError", "ActorDiedError",
+            "ObjectStoreFullError", "RayTrainWorker", "ServeReplica", "ServeController", "RAY_", "ray start"),
     "pytorch": ("torchrun", "torch.distributed", "rank", "ChildFailedError", "import torch", "ProcessGroupNCCL", ".backward(",
-                "deepspeed", "accelerate", "transformers/trainer", "llamafactory", "megatron"),
+                "accelerate", "transformers/trainer", "llamafactory"),
 }
 # literal -> indices of the FIELD_PATTERNS that need it: each literal is looked for once a line
 _FIELD_LITERALS: dict[str, tuple[int, ...]] = {}
@@ -275,9 +290,11 @@ class ContextCollector:
                 hits[name] = hits.get(name, 0) + 5
         if not hits:
             return None
-        # By weight of evidence: the engine the log shows most; plain torch only when no
-        # serving engine shows at all (every engine's log mentions torch)
-        specific = {name: count for name, count in hits.items() if name != "pytorch" and count}
+        # By weight of evidence: the engine the log shows most; DeepSpeed or Ray only when
+        # no serving engine shows, plain torch only when none of them does
+        specific = {name: count for name, count in hits.items() if name != "pytorch" and name not in _LAYER_ENGINES and count}
+        if not specific:
+            specific = {name: count for name, count in hits.items() if name in _LAYER_ENGINES and count}
         if not specific:
             return "pytorch" if hits.get("pytorch") else None
         return max(specific, key=lambda name: (specific[name], _ENGINE_PRIORITY[name]))
@@ -301,7 +318,7 @@ class ContextCollector:
         reached = [phase for number, phase in self.phase_markers if crash_line is None or number <= crash_line]
         if reached:
             return max(reached, key=stage_order.index)
-        if engine == "pytorch":
+        if engine in ("pytorch", "deepspeed"):  # DeepSpeed / Megatron runs are torch training
             return "training"
         # an engine that failed before reaching any stage marker failed while starting
         return "startup" if root is not None and (root.frames or engine) else "unknown"
@@ -311,7 +328,7 @@ class ContextCollector:
         for frame in reversed(frames):
             for pattern, phase in P.FRAME_PHASES:
                 if pattern.search(frame.function) or (phase == "config" and pattern.search(frame.file)):
-                    if phase == "training" and engine not in (None, "pytorch"):
+                    if phase == "training" and engine not in (None, "pytorch", "deepspeed", "ray"):
                         continue
                     return phase
         return None

@@ -19,6 +19,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from kb.core.analyze import analyze, inflate
+from kb.core.engines import label_engine
 from kb.core.fingerprint import canonical_exception
 from kb.core.records import Analysis
 
@@ -97,6 +98,8 @@ def _label_value(label: dict[str, Any], name: str) -> Any:
 def _context_equal(name: str, got: Any, expected: Any) -> bool:
     if got is None:
         return False
+    if name == "engine":  # the corpus labels llama.cpp/ollama and Ray cases `other`
+        return label_engine(str(got)) == label_engine(str(expected))
     if name in ("gpu_name", "model", "engine_version"):
         g, e = str(got).lower(), str(expected).lower()
         return g == e or e in g or g in e

@@ -20,11 +20,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from kb.core.engines import ENGINES
 from kb.core.gpus import GPU_FAMILIES
 from kb.core.recommend import FIX_KINDS
 
-ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "pytorch", "deepspeed", "llama.cpp", "ray",
-           "other")
 FAMILIES = tuple(dict.fromkeys(family for _, family in GPU_FAMILIES))
 
 # kind -> (keys of `change` it may hold, keys of which it needs at least one)

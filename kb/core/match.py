@@ -15,6 +15,7 @@ import re
 from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
 
+from kb.core.engines import compatible
 from kb.core.fingerprint import canonical_exception
 from kb.core.gpus import gpu_family
 from kb.core.recall import UNIFORM, TermWeights, terms
@@ -123,7 +124,11 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         core *= 0.7  # different type and a different text: a different crash
 
     factor = 1.0
-    factor -= _penalty(query.engine, candidate.engine, _ENGINE_DIFFERS, "engine", explanation)
+    if query.engine and candidate.engine and query.engine != candidate.engine and compatible(query.engine, candidate.engine):
+        # one a layer of the other (DeepSpeed on torch, vLLM on Ray): no other engine
+        explanation.append(f"engine {query.engine} runs with {candidate.engine}")
+    else:
+        factor -= _penalty(query.engine, candidate.engine, _ENGINE_DIFFERS, "engine", explanation)
     factor -= _penalty(_known_phase(query.phase), _known_phase(candidate.phase), _PHASE_DIFFERS, "phase", explanation)
     factor -= _penalty(query.model_arch, candidate.model_arch, _ARCH_DIFFERS, "model architecture", explanation)
     factor -= _penalty(gpu_family(query.gpu_name), gpu_family(candidate.gpu_name), _GPU_FAMILY_DIFFERS, "GPU family", explanation)
@@ -152,8 +157,9 @@ def tier(value: float, *, other_engine: bool = False) -> str:
 
 
 def engines_differ(a: CrashFeatures, b: CrashFeatures) -> bool:
-    """Both crashes name their engine and the engines differ: the gate on "known"."""
-    return bool(a.engine and b.engine and a.engine != b.engine)
+    """Both crashes name their engine and the engines differ, neither running on the
+    other (kb.core.engines.compatible): the gate on "known"."""
+    return not compatible(a.engine, b.engine)
 
 
 def _penalty(a: object, b: object, cost: float, label: str, explanation: list[str]) -> float:

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb.core.engines import compatible
+
 
 IN_ENGINE_KINDS = ("config", "patch", "upgrade", "downgrade", "workaround")
 FIX_KINDS = (*IN_ENGINE_KINDS, "switch_engine")
@@ -176,10 +178,13 @@ _REQUIREMENT = re.compile(r"^[A-Za-z][\w.-]*\s*(?:[<>=!~]=?|===?)")  # "transfor
 
 
 def _other_engine(incident_engine: str | None, crash_engine: str | None) -> bool:
-    """Whether a crash of `crash_engine` is advised from another engine's incident."""
+    """Whether a crash of `crash_engine` is advised from another engine's incident: not
+    when the incident is a substrate's, nor when one engine runs on the other (a
+    DeepSpeed incident for a crash the analyzer calls pytorch, a Ray incident for a vLLM
+    crash: kb.core.engines.compatible)."""
     if not incident_engine or not crash_engine:
         return False
-    return incident_engine.lower() != crash_engine.lower() and incident_engine.lower() not in SUBSTRATES
+    return not compatible(incident_engine, crash_engine) and incident_engine.lower() not in SUBSTRATES
 
 
 def _engine_agnostic(fix: FixEvidence) -> bool:

@@ -26,6 +26,7 @@ from litestar.datastructures import Cookie, State
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
+from kb.core.engines import ENGINES as CORE_ENGINES
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES
 from kb.services import curate, ingest, queries
@@ -44,7 +45,7 @@ from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "kb_token"
-ENGINES = ("vllm", "sglang", "tensorrt-llm", "tgi", "pytorch")
+ENGINES = tuple(e for e in CORE_ENGINES if e != "other")  # the list filter's choices
 FORM_SLACK = 256 * 1024
 
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,

@@ -24,7 +24,7 @@ KEYS = ("slug", "title", "engine", "affected_versions", "fixed_in", "model_archs
 FIX_KEYS = ("title", "kind", "description", "change", "applies_to", "worked", "failed")
 CHANGE_KEYS = {"flags", "env", "diff", "version", "engine", "engine_version"}
 APPLIES_KEYS = {"engine_versions", "model_archs", "gpu_families"}
-ENGINES = {"vllm", "sglang", "tensorrt-llm", "tgi", "pytorch", "other"}
+ENGINES = {"vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp", "pytorch", "deepspeed", "ray", "other"}
 PHASES = {"config", "startup", "weight_loading", "kv_cache_profiling", "cuda_graph_capture",
           "serving", "training", "shutdown"}
 FIX_KINDS = {"config", "patch", "upgrade", "downgrade", "switch_engine", "workaround"}
@@ -236,6 +236,19 @@ def test_the_knowledge_base_is_not_empty():
     assert len(SEED_FILES) >= 55
     engines = {path.parent.name for path in SEED_FILES}
     assert {"vllm", "sglang", "tensorrt-llm", "tgi", "pytorch"} <= engines
+
+
+# Issue 14 (breadth): at least this many incidents per engine, and in all.
+MIN_PER_ENGINE = 15
+ENGINES_WITH_MINIMUM = ("vllm", "sglang", "tensorrt-llm", "tgi", "llama.cpp", "pytorch", "deepspeed", "ray")
+MIN_TOTAL = 165
+
+
+def test_every_engine_has_its_minimum_of_incidents():
+    per_engine = {name: sum(1 for path in SEED_FILES if path.parent.name == name) for name in ENGINES_WITH_MINIMUM}
+    short = {name: count for name, count in per_engine.items() if count < MIN_PER_ENGINE}
+    assert short == {}, f"engines below {MIN_PER_ENGINE} incidents: {short}"
+    assert len(SEED_FILES) >= MIN_TOTAL
 
 
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)
