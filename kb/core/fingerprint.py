@@ -24,6 +24,11 @@ def canonical_exception(name: str) -> str:
 
 _KILLED = re.compile(r"\bsignal (SIG[A-Z]+)|\bexit ?code:? -(\d+)|Signal (\d+) \(|\b(SIGKILL|SIGSEGV|SIGABRT|SIGBUS)\b", re.I)
 _SIGNAL_NAMES = {"9": "SIGKILL", "11": "SIGSEGV", "6": "SIGABRT", "7": "SIGBUS", "15": "SIGTERM"}
+# Signals a process raises on itself where it crashed: a segfault in NCCL set-up and one
+# in a tokenizer share the signal and nothing else, so the signal alone identifies
+# nothing. (SIGKILL/SIGTERM come from outside, the OOM killer or a scheduler, and SIGILL
+# from a CPU without the instruction set: there the signal is the cause's identity.)
+CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGFPE", "SIGABRT"})
 
 
 def killed_by(event: ErrorEvent) -> str | None:
@@ -53,11 +58,14 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     signal = killed_by(event) if len(event.message) < 300 else None
     if signal:
         exception, template = signal, f"process killed by {signal}"
-        hints.append(Hint("exception", f"{event.exception}: {event.message}", True,
-                          f"a process killed by {signal}: the signal is the identity, the wording is not"))
-        return Fingerprint(version=VERSION, hash=_digest("\x1f".join([VERSION, exception, template])),
-                           signature=f"{exception}: {template}", exception=exception, message_template=template,
-                           frames=[], hints=hints)
+        frames = _contributing_frames(event, hints) if signal in CRASH_SIGNALS else []
+        weak = signal in CRASH_SIGNALS and not frames
+        hints.insert(0, Hint("exception", f"{event.exception}: {event.message}", True,
+                             f"a crash by {signal}: where it crashed is the identity"
+                             + (", and the log does not show it" if weak else "")
+                             if signal in CRASH_SIGNALS else
+                             f"a process killed by {signal}: the signal is the identity, the wording is not"))
+        return _fingerprint(exception, template, frames, hints, weak=weak)
     exception = canonical_exception(event.exception)
     if exception != event.exception:
         hints.append(Hint("exception", event.exception, True, f"module path dropped: compared as {exception}"))
@@ -69,6 +77,12 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     else:
         hints.append(Hint("message", template, True, "message as printed"))
 
+    return _fingerprint(exception, template, _contributing_frames(event, hints), hints)
+
+
+def _contributing_frames(event: ErrorEvent, hints: list[Hint]) -> list[str]:
+    """The frames that say where: library-relative, plumbing dropped, the FRAMES_KEPT
+    nearest the raise (most recent last), each decision noted in `hints`."""
     frames: list[str] = []
     for frame in reversed(event.frames):  # nearest the raise first
         key = frame_key(frame)
@@ -87,7 +101,11 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
             dropped.append("install prefix removed")
         hints.append(Hint("frame", key, True, ", ".join(dropped) or "frame"))
     frames.reverse()
+    return frames
 
+
+def _fingerprint(exception: str, template: str, frames: list[str], hints: list[Hint],
+                 weak: bool = False) -> Fingerprint:
     parts = [VERSION, exception, template, *frames[-HASHED_FRAMES:]]
     if frames:
         hints.append(Hint("frame", " < ".join(frames[-HASHED_FRAMES:]), True,
@@ -96,7 +114,8 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     if frames:
         signature += " | " + " < ".join(f.rsplit(":", 1)[-1] for f in reversed(frames[-3:]))
     return Fingerprint(version=VERSION, hash=_digest("\x1f".join(parts)), signature=signature[:400],
-                       exception=exception, message_template=template, frames=frames, hints=hints)
+                       exception=exception, message_template=template, frames=frames, hints=hints,
+                       weak=weak)
 
 
 def _digest(text: str) -> str:

@@ -80,10 +80,15 @@ def check_version(value: Any, field: str) -> None:
         raise RecordError(field, f"{value!r} is not a PEP 440 version (e.g. '0.11.0')") from None
 
 
+_BUILD_TAG = re.compile(r"b\d{3,6}\Z")  # llama.cpp names its releases by build number
+
+
 def _check_target_version(value: Any, field: str) -> None:
-    """An upgrade's target: the engine's version, or a pip requirement with a version
-    (`transformers>=4.51.0`, `torch==2.3.1+cu118`)."""
+    """An upgrade's target: the engine's version (llama.cpp's build tags, `b4514`,
+    included), or a pip requirement with a version (`transformers>=4.51.0`)."""
     text = _text(value, field)
+    if _BUILD_TAG.match(text):
+        return
     try:
         Version(text)
         return

@@ -16,7 +16,7 @@ from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
 
 from kb.core.engines import compatible
-from kb.core.fingerprint import canonical_exception
+from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
 from kb.core.gpus import gpu_family
 from kb.core.recall import UNIFORM, TermWeights, terms
 from kb.core.records import CrashFeatures, MatchScore
@@ -28,6 +28,8 @@ ALIAS_THRESHOLD = 96.0  # a fuzzy "known" this sure routes its fingerprint to th
 # weights of the crash itself (sum 1) when both sides have frames / when one has none
 _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
+# a crash signal's message is the signal's name: where it crashed tells crashes apart
+_CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # multiplicative context penalties (only when both sides state the value)
 _ENGINE_DIFFERS = 0.12
 _PHASE_DIFFERS = 0.05  # a soft term: phase guesses are often wrong, and the hash no longer splits by phase
@@ -111,15 +113,19 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     msg = message_similarity(query.message_template, candidate.message_template, weights, mix)
     explanation.append("exception type equal" if exc == 100 else f"exception type differs ({query.exception} vs {candidate.exception})")
     explanation.append(f"message {msg:.0f}/100")
+    site_is_identity = query.exception in CRASH_SIGNALS or candidate.exception in CRASH_SIGNALS
     if query.frames and candidate.frames:
         frames = frame_similarity(query.frames, candidate.frames)
         explanation.append(f"frames {frames:.0f}/100")
-        weights = _WITH_FRAMES
-        core = weights["exception"] * exc + weights["message"] * msg + weights["frames"] * frames
-        # frames only ever help: engines move code between versions
-        core = max(core, _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg)
+        parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
+        core = parts["exception"] * exc + parts["message"] * msg + parts["frames"] * frames
+        if not site_is_identity:  # frames only ever help: engines move code between versions
+            core = max(core, _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg)
     else:
         core = _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg
+        if site_is_identity:  # one crash site unknown: never the same crash for sure
+            core = min(core, KNOWN_THRESHOLD - 1)
+            explanation.append("a crash signal without its crash site on one side: at most similar")
     if exc == 0 and msg < 90:
         core *= 0.7  # different type and a different text: a different crash
 

@@ -140,6 +140,8 @@ IRRELEVANT_FRAMES: tuple[FrameRule, ...] = (
               "vllm/tracing/otel.py:sync_wrapper", "instrumentation and generic wrappers"),
     FrameRule("elastic-wrapper", lazy(r"torch/distributed/elastic/multiprocessing/errors/__init__\.py:"),
               "torch/distributed/elastic/multiprocessing/errors/__init__.py:wrapper", "torchrun's error recorder"),
+    FrameRule("native-plumbing", lazy(r"^<native>:(?:\(unknown\)|_?Py\w+|__libc_start\w*|_start|start_thread|clone3?|__restore_rt)$"),
+              "<native>:(unknown)", "unsymbolized, interpreter and libc frames of a native stack"),
     FrameRule("cli-entry", lazy(r"(?:^|/)(?:bin/[\w.-]+|scripts\.py|cli/main\.py|click/core\.py|typer/(?:main|core)\.py):"),
               "bin/vllm:<module>", "command-line entry points"),
 )

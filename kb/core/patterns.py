@@ -155,6 +155,9 @@ TRACEBACK_START = _r(r"Traceback \(most recent call last\):\s*$")
 # "  File "x.py", line 3, in f" (traceback) and "  File "x.py", line 3 in f" (faulthandler)
 FRAME = _r(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$')
 FAULTHANDLER_STACK = _r(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$")
+# abseil's failure signal handler's stack (Ray, gRPC): "PC: @ 0x7f.. (unknown) ncclProxyService()",
+# then "@ 0x7f.. 3792 (unknown)" lines, most recent first
+NATIVE_FRAME = _r(r"^(?:PC: )?@\s+0x[0-9a-fA-F]+\s+(?:\d+\s+)?(?P<func>\S.*?)\s*$")
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"

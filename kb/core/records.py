@@ -119,6 +119,9 @@ class Fingerprint:
     message_template: str
     frames: list[str] = field(default_factory=list)  # "vllm/worker/worker.py:load_model"
     hints: list[Hint] = field(default_factory=list)
+    # The identity holds the kind alone (a crash signal whose crash site the log does not
+    # show): shown similar incidents, never routed exactly nor called "known".
+    weak: bool = False
 
 
 @dataclass(slots=True)

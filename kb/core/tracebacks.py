@@ -431,8 +431,16 @@ class Extractor:
 
     def _faulthandler_line(self, line: LogLine) -> bool:
         """faulthandler prints the crashing thread's stack after 'Fatal Python error':
-        frames most recent first, until a blank line."""
+        frames most recent first, until a blank line. abseil's handler prints native
+        frames after '*** SIGSEGV received ***' the same way: they join the signal."""
         body = line.body.strip()
+        native = P.NATIVE_FRAME.match(body) if body[:1] in "@P" else None
+        if native is not None:
+            last = next((f for f in reversed(self.found[-3:]) if f.event.kind == "signal"), None)
+            if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES:
+                if len(last.event.frames) < _MAX_FRAMES:
+                    last.event.frames.insert(0, Frame("<native>", native_symbol(native["func"])))
+                return True
         if self.faulthandler is not None:
             frame = P.FRAME.match(body)
             if frame:
@@ -451,6 +459,16 @@ class Extractor:
                 self.faulthandler = Found(ErrorEvent("", ""))  # another thread's stack: skip it
             return True
         return False
+
+
+def native_symbol(text: str) -> str:
+    """The function of a native frame as abseil prints it: the symbol without its
+    arguments, `(unknown)` when unsymbolized."""
+    parts = [part for part in re.split(r"\s{2,}", text.strip()) if part and part != "(unknown)"]
+    if not parts:
+        return "(unknown)"
+    symbol = parts[-1]
+    return symbol.split("(", 1)[0].strip() or symbol
 
 
 _ERROR_RULES = scan.RuleIndex(P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order

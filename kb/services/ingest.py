@@ -273,7 +273,7 @@ def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
     analysis, features, occurrence = upload.analysis, upload.features, upload.occurrence
     idempotency_key = occurrence["idempotency_key"]
     now = occurrence["created_at"]
-    if db.dialect == "postgresql" and analysis.identifies:
+    if db.dialect == "postgresql" and analysis.identifies and not analysis.fingerprint.weak:
         known = _store_known(db, analysis, features, occurrence, now, base_url)
         if known is not None:
             return known
@@ -396,8 +396,10 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
                             engine=incident.engine, engine_limitation=False,
                             next_incident_id=None, occurrence_count=0, first_seen=None,
                             last_seen=None, fix_count=0, facets=set())
-        if analysis.identifies:
+        if analysis.identifies and not fp.weak:
             repo.add_fingerprint(incident.id, fp.version, fp.hash, route_key(fp, features), features, "upload")
+        elif analysis.identifies:  # weak: a route of its own, but recalled as similar later
+            repo.add_fingerprint(incident.id, fp.version, fp.hash, unique_route(), features, "upload")
         else:  # a route of its own and nothing a later crash could be recalled or scored by
             repo.add_fingerprint(incident.id, fp.version, fp.hash, unique_route(),
                                  CrashFeatures(exception="", message_template=""), "upload")

@@ -6,6 +6,8 @@ Identity policy:
 - The exact route is the v4 fingerprint (the error alone) plus the engine: the same
   error from another engine never lands on an incident by itself.
 - A log that shows no cause (kb.core Analysis.verdict is not "found") is never matched.
+- A weak identity (a crash signal without its crash site, Fingerprint.weak) is never
+  routed exactly nor "known": at best "similar", the closest incidents shown.
 - A fuzzy "known" routes its fingerprint to the incident for good only at
   ALIAS_THRESHOLD or above, so one borderline match does not keep misrouting later
   uploads; below it, each later upload is scored again."""
@@ -73,7 +75,7 @@ def find_match(repo: Repository, fingerprint: Fingerprint, features: CrashFeatur
     known, never similar."""
     if not identifying:
         return MatchOutcome("new", None, 0.0, ["the log does not show the crash's cause: nothing to match on"])
-    exact = repo.head_by_route(route_key(fingerprint, features))
+    exact = None if fingerprint.weak else repo.head_by_route(route_key(fingerprint, features))
     if exact is not None:
         return exact_match(exact, fingerprint)
     if not features.exception and not features.message_template:
@@ -83,6 +85,10 @@ def find_match(repo: Repository, fingerprint: Fingerprint, features: CrashFeatur
         return MatchOutcome("new", None, 0.0, ["no stored crash shares the exception type, "
                                                "message or engine and phase"])
     top_id, top = ranked[0]
+    if fingerprint.weak and top.status == "known":
+        return MatchOutcome("similar", top_id, top.score,
+                            ["the log shows the signal, not where the process crashed: at most similar",
+                             *top.explanation], ranked=ranked)
     if top.status == "new":
         return MatchOutcome("new", None, top.score,
                             [f"closest: incident #{top_id} at {top.score:.1f}", *top.explanation],

@@ -323,3 +323,40 @@ def test_another_engines_crash_is_never_known_and_never_gets_its_flags(client):
     same_engine = upload(client, vllm_log(seed=3)).json()
     assert same_engine["match"]["status"] == "known" and same_engine["incident"]["id"] == incident_id
     assert same_engine["recommendation"]["fix_id"] == fix.json()["id"]
+
+
+SEGFAULT_IN_NCCL = """\
+(RayWorkerWrapper pid=5120, ip=10.40.1.22) INFO 05-06 14:18:50 [pynccl.py:69] vLLM is using nccl==2.21.5
+(RayWorkerWrapper pid=5120, ip=10.40.1.22) *** SIGSEGV received at time=1746541135 on cpu 57 ***
+(RayWorkerWrapper pid=5120, ip=10.40.1.22) PC: @     0x7f3a2b1c4d10  (unknown)  ncclCommInitRank()
+(RayWorkerWrapper pid=5120, ip=10.40.1.22)     @     0x7f3e11a42520       3792  (unknown)
+(raylet, ip=10.40.1.22) A worker died or was killed while executing a task by an unexpected system error.
+"""
+SEGFAULT_IN_TOKENIZER = """\
+INFO 07-01 09:12:03 [api_server.py:1839] vLLM API server version 0.9.2
+Fatal Python error: Segmentation fault
+
+Current thread 0x00007f0c1b7fe640 (most recent call first):
+  File "/usr/lib/python3.12/site-packages/tokenizers/implementations/base_tokenizer.py", line 280 in encode_batch
+  File "/usr/lib/python3.12/site-packages/vllm/transformers_utils/tokenizer.py", line 91 in encode
+
+"""
+SEGFAULT_NOWHERE = "INFO 07-01 09:12:03 [api_server.py:1839] vLLM API server version 0.9.2\nSegmentation fault (core dumped)\n"
+
+
+def test_a_segfault_is_identified_by_where_it_crashed(client):
+    """A crash signal names no cause by itself: its identity is the crash site (native
+    or Python frames). Two crashes at one site group; at different sites, or with no
+    site in the log, they never do (at most similar)."""
+    nccl = upload(client, SEGFAULT_IN_NCCL).json()
+    assert "ncclCommInitRank" in nccl["analysis"]["fingerprint"]["signature"]
+    again = upload(client, SEGFAULT_IN_NCCL.replace("5120", "7311")).json()
+    assert again["match"]["status"] == "known" and again["incident"]["id"] == nccl["incident"]["id"]
+    tokenizer = upload(client, SEGFAULT_IN_TOKENIZER).json()
+    assert tokenizer["analysis"]["fingerprint"]["frames"][-1].endswith(":encode_batch")
+    assert tokenizer["match"]["status"] != "known" and tokenizer["created"]
+    nowhere = [upload(client, SEGFAULT_NOWHERE).json() for _ in range(2)]
+    assert nowhere[0]["analysis"]["fingerprint"]["weak"] is True
+    assert [n["match"]["status"] for n in nowhere] != ["known"] * 2
+    assert all(n["created"] for n in nowhere)
+    assert len({n["incident"]["id"] for n in nowhere} | {nccl["incident"]["id"], tokenizer["incident"]["id"]}) == 4
