@@ -31,6 +31,17 @@ _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # multiplicative context penalties (only when both sides state the value)
+# Error-code slots: a message naming one value of a closed set of error codes is another
+# crash than one naming another value, however alike the rest reads ("NCCL error ...,
+# unhandled cuda error" vs "..., unhandled system error": one word apart, two causes).
+_CODE_SLOTS = (
+    ("NCCL result", re.compile(
+        r"\b(unhandled cuda error|unhandled system error|internal (?:check )?(?:error|failure)|invalid usage|"
+        r"invalid argument|remote process exited|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|"
+        r"ncclInvalidUsage|ncclInvalidArgument|ncclRemoteError)\b", re.I)),
+    ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
+                              re.I)),
+)
 _ENGINE_DIFFERS = 0.12
 _PHASE_DIFFERS = 0.05  # a soft term: phase guesses are often wrong, and the hash no longer splits by phase
 _ARCH_DIFFERS = 0.03
@@ -101,6 +112,16 @@ def frame_similarity(a: list[str], b: list[str]) -> float:
     return max(Levenshtein.normalized_similarity(a, b), 0.9 * Levenshtein.normalized_similarity(functions_a, functions_b)) * 100
 
 
+def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
+    """The error-code slots both messages fill, with different values."""
+    out = []
+    for slot, pattern in _CODE_SLOTS:
+        found_a, found_b = pattern.search(a), pattern.search(b)
+        if found_a and found_b and found_a.group(1).lower() != found_b.group(1).lower():
+            out.append((slot, found_a.group(1).lower(), found_b.group(1).lower()))
+    return out
+
+
 def _minor(version: str | None) -> tuple[int, int] | None:
     match = re.match(r"v?(\d+)\.(\d+)", version or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
@@ -128,6 +149,9 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
             explanation.append("a crash signal without its crash site on one side: at most similar")
     if exc == 0 and msg < 90:
         core *= 0.7  # different type and a different text: a different crash
+    for slot, a, b in _code_pairs(query.message_template, candidate.message_template):
+        core = min(core, KNOWN_THRESHOLD - 1)
+        explanation.append(f"{slot} differs ({a} vs {b}): at most similar")
 
     factor = 1.0
     if query.engine and candidate.engine and query.engine != candidate.engine and compatible(query.engine, candidate.engine):

@@ -253,11 +253,11 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a native allocator's cudaMalloc failed for another reason: the CUDA error string says which",
          exception="CUDA error", role="root", kind="cuda", anchors=("cudaMalloc",)),
     Rule("native-function-failure",
-         _r(r"^(?P<msg>[a-z][a-z0-9]*_[a-z0-9_]+: (?:error: )?(?:invalid|failed to|unable to|cannot|could not|unknown|missing|wrong|unsupported|not enough) .+)$"),
+         _r(r"^(?P<msg>[a-z][a-z0-9]*_[a-z0-9_]+: (?:error: )?(?:invalid|failed to|unable to|cannot|could not|unknown|missing|wrong|unsupported|not enough|error [a-z]+ing\b) .+)$"),
          "gguf_init_from_file: invalid magic characters 'tjgg', expected 'GGUF'",
          "a C library names the function that failed, then why (llama.cpp, ggml, GGUF loaders); "
          "the callers that give up after it print their own 'failed to load' lines below it",
-         exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ")),
+         exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ", ": error ")),
     Rule("fatal-check",
          _r(r"(?P<msg>(?:\[\w+\]\[FATAL\] [^\s:]+: )?Check failed: .+)$"),
          "[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first",

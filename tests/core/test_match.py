@@ -42,6 +42,18 @@ MUST_NOT_MERGE = [
                            "undefined symbol: _ZN3c104cuda9SetDeviceEi"),
      _crash("ImportError", "/opt/venv/lib/python3.10/site-packages/sgl_kernel/common_ops.abi3.so: "
                            "undefined symbol: cuGreenCtxDestroy")),
+    # one NCCL result code apart: a CUDA failure under NCCL vs a system (/dev/shm, IB) failure
+    (_crash("torch.distributed.DistBackendError", "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5"),
+     _crash("torch.distributed.DistBackendError", "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")),
+    (_crash("RuntimeError", "CUDA error: out of memory"), _crash("RuntimeError", "CUDA error: misaligned address")),
+    # segfaults at two crash sites: the signal is all their messages share
+    (dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"), frames=["<native>:ncclCommInitRank"]),
+     dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"),
+                         frames=["tokenizers/implementations/base_tokenizer.py:encode_batch"])),
+    (dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"), frames=["<native>:ncclCommInitRank"]),
+     _crash("SIGSEGV", "process killed by SIGSEGV")),
 ]
 
 
