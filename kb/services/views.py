@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from kb.core.recommend import FIX_KINDS
 
@@ -294,9 +296,13 @@ class NewOutcome:
     reporter: str | None = None
 
 
+# A stored row's id in a body: the range the databases' 64-bit keys hold, as in paths.
+StoredRowId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+
+
 @dataclass(slots=True)
 class MergeRequest:
-    into: int
+    into: StoredRowId
 
 
 @dataclass(slots=True)

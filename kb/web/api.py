@@ -100,7 +100,7 @@ def negotiated(request: Request, explicit: AnswerFormat | None, struct: Any,
                         f'<link rel="stylesheet" href="/ui/static/kb.css"><pre>{escape(report)}</pre></html>',
                         status_code=status_code, headers=headers, media_type=MediaType.HTML)
     return Response(report, status_code=status_code, headers=headers,
-                    media_type="text/plain; charset=utf-8")
+                    media_type=MediaType.TEXT)
 
 
 async def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import anyio
 from litestar import Litestar, MediaType, Request, Response
-from litestar.datastructures import State
+from litestar.datastructures import MutableScopeHeaders, State
+from litestar.types import Message, Scope
 from litestar.exceptions import HTTPException
 from sqlalchemy import exc as sa_exc
 
@@ -45,7 +46,7 @@ def _error(request: Request, status: int, detail: str, headers: dict[str, str] |
                 item = f"{item.get('key') or item.get('source') or 'input'}: {item['message']}"
             text += f"  {item}\n"
         return Response(text, status_code=status, headers=headers,
-                        media_type="text/plain; charset=utf-8")
+                        media_type=MediaType.TEXT)
     body: dict[str, Any] = {"status_code": status, "detail": detail}
     if extra:
         body["extra"] = extra  # e.g. which JSON field failed validation
@@ -76,6 +77,29 @@ def on_http_exception(request: Request, exc: HTTPException) -> Response[Any]:
                   getattr(exc, "extra", None))
 
 
+# Pages carry no inline script or style (kb/web/templates): the policy forbids both, and
+# framing. The API docs page (Swagger UI) starts itself with an inline script.
+PAGE_POLICY = ("default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+               "base-uri 'none'; form-action 'self'")
+DOCS_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+               "img-src 'self' data:; frame-ancestors 'none'")
+
+
+async def security_headers(message: Message, scope: Scope) -> None:
+    """Every answer: no MIME sniffing (a stored log is served as text/plain and must stay
+    text), no framing, no referrer to other sites; HTML also gets a content policy (the
+    docs page its own). Set as the response starts, where the path is known."""
+    if message["type"] != "http.response.start":
+        return
+    headers = MutableScopeHeaders.from_message(message)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    headers.setdefault("Referrer-Policy", "same-origin")
+    if (headers.get("content-type") or "").startswith("text/html"):
+        docs = str(scope.get("path", "")).startswith("/schema")
+        headers.setdefault("Content-Security-Policy", DOCS_POLICY if docs else PAGE_POLICY)
+
+
 def _optional_routes(module_name: str) -> list[Any]:
     """Routes of modules other parts of the project add (the HTML pages)."""
     try:
@@ -104,6 +128,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     return Litestar(
         route_handlers=[*api.ROUTES, *apidocs.ROUTES, *_optional_routes("kb.web.pages")],
         guards=[refuse_other_sites],
+        before_send=[security_headers],
         state=State({"settings": settings, "db": db, "owns_db": owns_db,
                      "allowed_host_names": allowed_host_names(settings)}),
         on_startup=[on_startup],

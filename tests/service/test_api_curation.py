@@ -241,3 +241,14 @@ def test_tiers_follow_the_scorer_similar_is_a_new_incident_listing_the_similar_o
         assert second["incident"]["id"] == first["incident"]["id"]
     else:
         assert response.status_code == 201 and second["match"]["incident_id"] is None
+
+
+def test_an_id_in_a_body_has_the_range_of_a_path_id(client):
+    """{"into": 2**63} is a 400 naming the field on SQLite and Postgres alike, not an
+    OverflowError from the driver; nothing is merged."""
+    incident_id = upload(client, vllm_log()).json()["incident"]["id"]
+    for into in (2**63, 0, -1):
+        refused = client.post(f"/incidents/{incident_id}/merge", json={"into": into})
+        assert refused.status_code == 400, (into, refused.text)
+        assert "into" in refused.text
+    assert client.get(f"/incidents/{incident_id}").json()["merged_into"] is None

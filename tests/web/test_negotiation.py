@@ -118,3 +118,20 @@ def test_errors_read_as_text_in_a_terminal_and_json_elsewhere(db):
     assert as_text.text == "Crash KB: error 400\n  the log is empty\n"
     assert as_json.json()["detail"] == "the log is empty"
     assert missing.status_code == 404 and missing.text.startswith("Crash KB: error 404\n")
+
+
+def test_security_headers_on_pages_docs_and_downloads(seeded):
+    db, log = seeded
+    with api_client(db) as client:
+        stored = _post(client, "/incidents", log, JSON).json()
+        page = client.get(f"/ui/incidents/{stored['incident']['id']}")
+        docs = client.get("/schema")
+        raw = client.get(f"/occurrences/{stored['occurrence']['id']}/log")
+    policy = page.headers["content-security-policy"]
+    assert "'unsafe-inline'" not in policy and "frame-ancestors 'none'" in policy
+    assert "script-src 'self' 'unsafe-inline'" in docs.headers["content-security-policy"]
+    for answer in (page, docs, raw):
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["x-frame-options"] == "DENY"
+    assert raw.headers["content-type"] == "text/plain; charset=utf-8"
+    assert "content-security-policy" not in raw.headers
