@@ -13,6 +13,7 @@ from kb.services.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from kb.services.ingest import OVERRIDE_FIELDS
 
 MULTIPART_SLACK = 256 * 1024  # boundaries, headers and the override fields
+MAX_PARTS = 64
 RAW_TYPES = {"text/plain", "text/x-log", "application/gzip", "application/x-gzip",
              "application/octet-stream", ""}
 ACCEPTED = "multipart/form-data (field 'log'), text/plain, application/gzip"
@@ -58,7 +59,7 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
     pieces: list[bytes] = []  # of the current segment, joined once at its end
     size = 0
     try:
-        with PushMultipartParser(boundary, max_segment_count=64,
+        with PushMultipartParser(boundary, max_segment_count=MAX_PARTS,
                                  max_segment_size=limit + 1) as parser:
             # request.stream() ends with b"", which tells the parser the input ended.
             async for chunk in request.stream():
@@ -81,8 +82,11 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
                         elif current.name in OVERRIDE_FIELDS:
                             fields[current.name] = b"".join(pieces).decode("utf-8", "replace")
                         current, pieces, size = None, [], 0
-    except ParserLimitReached:
-        raise _too_large(limit) from None
+    except ParserLimitReached as exc:
+        if "segment size" in str(exc):  # the one limit that is the log's own size
+            raise _too_large(limit) from None
+        raise TooLarge(f"the multipart body exceeds a parser limit: {exc} (at most "
+                       f"{MAX_PARTS} parts with short headers)") from None
     except ParserError as exc:
         raise InvalidInput(f"malformed multipart body: {exc}") from None
     if log is None:

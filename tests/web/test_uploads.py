@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from kb.web.uploads import read_upload
+from tests.service.helpers import api_client
 
 
 class StreamingRequest:
@@ -34,3 +35,20 @@ def test_multipart_log_is_read_whole_in_any_chunking(size):
         StreamingRequest(request.headers["content-type"], body, size), 1 << 30))
     assert data == log
     assert fields == {"engine": "vllm", "tp": "8"}
+
+
+def test_a_multipart_limit_says_which_limit_it_is(db):
+    """65 tiny parts, or one part with a 10 KB header line, in a 30 KB request: the 413
+    names the parser limit, not the size limit the request is far below."""
+    boundary = "kbtestboundary"
+    many = "".join(f"--{boundary}\r\nContent-Disposition: form-data; name=\"f{n}\"\r\n\r\nx\r\n"
+                   for n in range(65)) + f"--{boundary}--\r\n"
+    long_header = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"{'a' * 10_000}\"\r\n"
+                   f"\r\nValueError: x\r\n--{boundary}--\r\n")
+    for body, words in ((many, "Maximum segment count exceeded"), (long_header, "header length")):
+        with api_client(db) as client:
+            answer = client.post("/incidents", content=body.encode(),
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        assert answer.status_code == 413, answer.text
+        detail = answer.json()["detail"]
+        assert words in detail and "MiB" not in detail
