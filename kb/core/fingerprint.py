@@ -15,10 +15,13 @@ HASHED_FRAMES = 3  # of those, the ones in the hash: where the error is raised, 
 
 
 def canonical_exception(name: str) -> str:
-    """'torch.cuda.OutOfMemoryError' and 'torch.OutOfMemoryError' are one type that moved."""
+    """'torch.cuda.OutOfMemoryError' and 'torch.OutOfMemoryError' are one type that moved;
+    C++ namespaces likewise ('tensorrt_llm::common::TllmException' is TllmException)."""
     if not name:
         return ""
     base = name.split("(")[0]
+    if "::" in base and " " not in base:
+        base = base.rsplit("::", 1)[-1]
     return base.rsplit(".", 1)[-1] if "." in base else base
 
 

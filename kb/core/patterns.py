@@ -422,6 +422,12 @@ SYMPTOMS: tuple[Rule, ...] = (
     Rule("see-the-error-log", _r(r"(?:please |Please )?(?:check|see) the (?:error )?log\b"),
          "AssertionError: Engine building failed, please check the error log.",
          "points at errors logged before it", anchors=('the error log', 'check the log', 'see the log')),
+    Rule("points-at-another-error",
+         _r(r"\b(?:[Ss]ee|[Cc]heck) (?:the )?(?:inner exception|root cause|stack ?trace|(?:above|previous) (?:error|exception|traceback))"),
+         "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",
+         "says itself that the cause is another error (its inner exception, the trace above)",
+         anchors=("inner exception", "root cause", "stack trace", "stacktrace", "above error", "previous error",
+                  "above exception", "previous exception", "above traceback", "previous traceback")),
     Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
          "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",
          "vLLM V1's executor reports that one worker died during start-up",
@@ -633,6 +639,9 @@ ERROR_ANCHORS: tuple[str, ...] = (
     "ERROR", "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA",
+    # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",
+    # older "[E socket.cpp:860]": the level is all such a line may hold of an error
+    "[E0", "[E1", "[E ", "[F0", "[F1",
 ) + tuple(a for rule in SYMPTOMS for a in rule.anchors)  # wrappers (a cascade line holds an error anchor)
 
 
