@@ -12,7 +12,6 @@ stores the log twice. Any other refusal raises at once with the service's `detai
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -29,7 +28,13 @@ from kb.api import LogInput, log_bytes
 from kb.client.errors import ClientError, NotFound, Refused, Unauthorized, Unavailable, Unreachable
 from kb.client.flush import backoff_delay
 from kb.client.settings import base_url
-from kb.client.upload import CONNECT_TIMEOUT, DEFAULT_TIMEOUT, IDEMPOTENCY_HEADER, retry_after_seconds
+from kb.client.upload import (
+    CONNECT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    IDEMPOTENCY_HEADER,
+    error_detail,
+    retry_after_seconds,
+)
 from kb.core.textlog import GZIP_MAGIC
 from kb.services.views import IncidentDetail, IncidentList, UploadResult
 
@@ -47,18 +52,7 @@ MAX_DETAIL = 1000
 
 
 def _detail(response: httpx.Response) -> str:
-    """The service's explanation of an error answer: its JSON `detail`, else the body."""
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = response.text
-    if isinstance(body, dict):
-        for key in ("detail", "error", "message"):
-            if body.get(key):
-                body = body[key]
-                break
-    text = body if isinstance(body, str) else json.dumps(body)
-    text = " ".join(text.split())
+    text = error_detail(response)
     return text[:MAX_DETAIL] or (response.reason_phrase or f"HTTP {response.status_code}")
 
 

@@ -49,8 +49,9 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
         return None
 
 
-def _error_text(response: httpx.Response) -> str:
-    """The service's own explanation of a refusal, short enough for a terminal."""
+def error_detail(response: httpx.Response) -> str:
+    """The service's own explanation of an error answer: its JSON `detail` (or `error`,
+    `message`), else the body, on one line."""
     try:
         body = response.json()
     except ValueError:
@@ -61,7 +62,12 @@ def _error_text(response: httpx.Response) -> str:
                 body = body[key]
                 break
     text = body if isinstance(body, str) else json.dumps(body)
-    text = " ".join(text.split())
+    return " ".join(text.split())
+
+
+def _error_text(response: httpx.Response) -> str:
+    """A refusal, short enough for a terminal."""
+    text = error_detail(response)
     return f"HTTP {response.status_code}" + (f": {text[:300]}" if text else "")
 
 
