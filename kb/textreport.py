@@ -247,14 +247,15 @@ def _headline(answer: Mapping[str, Any], base_url: str | None,
     score = _get(answer, "match", "score")
     incident = answer.get("incident") if isinstance(answer.get("incident"), Mapping) else None
     stored = answer.get("occurrence") is not None
-    if status == "new" and stored:
-        head = "new incident"
+    closest = _get(answer, "match", "incident_id")
+    ident = f" #{incident['id']}" if incident and incident.get("id") is not None else ""
+    if status == "similar" and stored and incident and closest != incident.get("id"):
+        # stored as a new incident, beside the closest one it resembles
+        head = f"new incident{ident}, similar to #{closest}"
     elif status == "new":
-        head = "no matching incident" + ("" if stored else " (nothing stored)")
-    else:
-        head = STATUS_WORDS.get(str(status), f"match: {status}" if status else "answer received")
-    if incident and incident.get("id") is not None:
-        head += f" #{incident['id']}"  # offline answers carry no id: the local KB's means nothing
+        head = f"new incident{ident}" if stored else "no matching incident (nothing stored)"
+    else:  # offline answers carry no id: the local KB's means nothing elsewhere
+        head = STATUS_WORDS.get(str(status), f"match: {status}" if status else "answer received") + ident
     if isinstance(score, int | float) and status in ("known", "similar"):
         head += f", score {score:.1f}"
     if status in ("known", "similar") and not [f for f in answer.get("fixes") or [] if f]:

@@ -156,3 +156,9 @@ def test_incident_and_list_reports():
     assert list_report(listing) == "Crash KB: 1 incident(s)\n  #9     vllm            2x 1 fix    NCCL timeout\n"
     assert error_report(413, "the log is larger than 256 MiB") == (
         "Crash KB: error 413\n  the log is larger than 256 MiB\n")
+
+
+def test_a_similar_crash_stored_as_a_new_incident_says_both():
+    answer = {**ANSWER, "incident": {"id": 31, "url": "/incidents/31", "title": "t"}, "created": True,
+              "match": {"status": "similar", "incident_id": 17, "score": 71.04}}
+    assert upload_report(answer).startswith("Crash KB: new incident #31, similar to #17, score 71.0\n")
