@@ -11,6 +11,8 @@ Why each choice:
   server's log, so the child never blocks on a full pipe and the terminal stays live.
 - The terminal gets the raw bytes (progress bars keep animating); the saved log keeps
   what a terminal would finally show: of a line rewritten with `\\r`, its last state.
+- The saved log is redacted line by line as it is written (kb.client.redaction): it is
+  what gets uploaded and spooled, and a log file with an HF token in it is a leak too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import httpx
+
+from kb.client.redaction import LineRedactor
 
 # Lines an engine's wrapper prints once the real error already happened. After one of
 # them the run is over even if the process does not exit (and it often does not).
@@ -109,9 +113,11 @@ class _LogSink:
         self.fatal_line: str | None = None
         self.fatal_at: float | None = None
         self.collapsers = {name: LineCollapser(self._write_line) for name in ("stdout", "stderr")}
+        self._redactor = LineRedactor()
 
     def _write_line(self, line: bytes) -> None:
         # Called with self._lock held (from feed/close below).
+        line = self._redactor.line(line)
         self._file.write(line)
         if self.fatal_at is None and any(p in line for p in self._patterns):
             self.fatal_at = time.monotonic()
@@ -129,7 +135,7 @@ class _LogSink:
             for collapser in self.collapsers.values():
                 pending = collapser.pending()
                 if pending:
-                    data += pending + b"\n"
+                    data += self._redactor.peek(pending + b"\n")
             return data
 
     def close(self) -> None:

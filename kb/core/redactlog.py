@@ -36,10 +36,12 @@ def redacted_log(data: bytes) -> tuple[bytes, int]:
     return redacted(raw, scan.secret_lines(raw))
 
 
-def redacted(raw: bytes, lines: list[tuple[int, int]], redactor: Redactor | None = None) -> tuple[bytes, int]:
-    """`raw` with the secrets of the given (flagged) lines masked, as valid UTF-8. Lines
-    that follow an opened PEM block are fed to the redactor too, flagged or not;
-    `redactor` carries that state from the previous piece of a stream."""
+def redacted(raw: bytes, lines: list[tuple[int, int]], redactor: Redactor | None = None,
+             utf8: bool = True) -> tuple[bytes, int]:
+    """`raw` with the secrets of the given (flagged) lines masked, as valid UTF-8 (with
+    `utf8`; else the bytes of the other lines stay exactly as they are). Lines that
+    follow an opened PEM block are fed to the redactor too, flagged or not; `redactor`
+    carries that state from the previous piece of a stream."""
     redactor = redactor or Redactor()
     pieces: list[bytes] = []
     total, position, index, size = 0, 0, 0, len(raw)
@@ -67,7 +69,7 @@ def redacted(raw: bytes, lines: list[tuple[int, int]], redactor: Redactor | None
     else:
         pieces.append(raw[position:])
         out = b"".join(pieces)
-    if not out.isascii():  # ASCII is valid UTF-8: no decoding (and no 1 MB str) needed
+    if utf8 and not out.isascii():  # ASCII is valid UTF-8: no decoding (and no 1 MB str) needed
         try:
             out.decode("utf-8")  # a stored log is always valid UTF-8
         except UnicodeDecodeError:
@@ -79,9 +81,12 @@ class LogRedactor:
     """Redact a log fed in chunks of any size: `feed` returns the redacted bytes of the
     whole lines so far, `finish` the rest. The output is the same however the log is cut
     (it equals `redacted_log` of the whole, but for lines longer than MAX_PIECE), and
-    memory holds one line at most."""
+    memory holds one line at most. With `exact`, what is not redacted stays byte for byte
+    (NUL bytes and invalid UTF-8 too: the client sends a log as it is, for the service
+    to judge), else the output is the stored form."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact
         self._rest = b""
         self._redactor = Redactor()
         self.redactions = 0
@@ -101,17 +106,17 @@ class LogRedactor:
         return self._redact(rest) if rest else b""
 
     def _redact(self, block: bytes) -> bytes:
-        if b"\x00" in block:
+        if not self.exact and b"\x00" in block:
             block = block.replace(b"\x00", b"")
-        out, count = redacted(block, scan.secret_lines(block), self._redactor)
+        out, count = redacted(block, scan.secret_lines(block), self._redactor, utf8=not self.exact)
         self.redactions += count
         return out
 
 
-def redact_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The redacted log of a stream of chunks; a gzip log is inflated on the way (the
-    output is plain text), at most INFLATE_STEP bytes at a time."""
-    redactor = LogRedactor()
+def redact_chunks(chunks: Iterable[bytes], exact: bool = True) -> Iterator[bytes]:
+    """The redacted log of a stream of chunks (`exact`: see LogRedactor); a gzip log is
+    inflated on the way (the output is plain text), at most INFLATE_STEP bytes at a time."""
+    redactor = LogRedactor(exact)
     gunzip: _Gunzip | None = None
     started = False
     for chunk in chunks:
