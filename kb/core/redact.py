@@ -108,6 +108,10 @@ def shannon_entropy(value: str) -> float:
     return -sum(n / size * math.log2(n / size) for n in counts.values())
 
 
+_SEGMENT = re.compile(r"[^A-Za-z0-9]+")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
 def looks_random(value: str) -> bool:
     """A value a person did not type: 16+ characters of at least two classes (lower,
     upper, digits) spread evenly, or one class with very high entropy. Paths, URLs,
@@ -116,6 +120,9 @@ def looks_random(value: str) -> bool:
         return False
     if value.isdigit() or MASK in value:
         return False
+    segments = [part for part in _SEGMENT.split(value) if part]
+    if len(segments) >= 3 and max(map(len, segments)) <= 12 and not all(_HEX.fullmatch(p) for p in segments):
+        return False  # words and numbers put together: a model id, a version, an identifier
     classes = (any(c.islower() for c in value) + any(c.isupper() for c in value)
                + any(c.isdigit() for c in value))
     entropy = shannon_entropy(value)
@@ -144,7 +151,8 @@ def _mask_random_value(match: re.Match[str]) -> str:
 _PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_OPENS = re.compile(_PEM_BEGIN + r"[\s'\"`|]*$")  # the body is on the lines after
-_PEM_BODY_TOKEN = re.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]+={0,2}(?=[\s'\",\\]*$)")
+_PEM_BODY_TOKEN = re.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]+={0,2}(?=[\s'\",\\]*$)")  # the last word
+_PEM_BODY_RUN = re.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]{16,}={0,2}(?=[\s'\",\\]|$)")  # lines joined in one
 _PEM_HEADER = re.compile(r"(?:Proc-Type|DEK-Info|Comment):|^\s*$")
 PEM_MAX_LINES = 400  # body lines of a 16k-bit RSA key are fewer
 
@@ -207,7 +215,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
                     r"AWS_SESSION_TOKEN|AWS_SECRET_KEY)[ \t]*[=:][ \t]*['\"]?)" + _MASKED + r"[^\s'\"]+"),
                rf"\g<1>{MASK}", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
                ("aws_secret", "aws_session", "AWS_SECRET", "AWS_SESSION")),
-    SecretRule("azure-account-key", lazy(r"((?:AccountKey|SharedAccessKey|SharedSecret)=)" + _MASKED + r"[^;\s'\"]+"),
+    SecretRule("azure-account-key", lazy(r"((?:AccountKey|SharedAccessKey|SharedSecret)=)" + _MASKED + r"[^;\s'\",)]+"),
                rf"\g<1>{MASK}",
                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==;",
                ("AccountKey=", "SharedAccessKey=", "SharedSecret=")),
@@ -359,8 +367,9 @@ class Redactor:
             return None
         if _PEM_HEADER.search(text):
             return text
-        masked, count = _PEM_BODY_TOKEN.subn(MASK, text, count=1)
-        if not count:
+        masked, runs = _PEM_BODY_RUN.subn(MASK, text)
+        masked, last = _PEM_BODY_TOKEN.subn(lambda m: m.group(0) if m.group(0) == MASK else MASK, masked, count=1)
+        if not runs and not last:
             self._pem_left = 0
             return None
         return masked
