@@ -112,12 +112,17 @@ class _LogSink:
         self._patterns = tuple(p.encode() for p in patterns)
         self.fatal_line: str | None = None
         self.fatal_at: float | None = None
-        self.collapsers = {name: LineCollapser(self._write_line) for name in ("stdout", "stderr")}
-        self._redactor = LineRedactor()
+        # One redactor a stream: a PEM key's lines come in order on the stream that
+        # printed it, whatever the other stream interleaves.
+        self._redactors = {name: LineRedactor() for name in ("stdout", "stderr")}
+        self.collapsers = {name: LineCollapser(self._writer(name)) for name in ("stdout", "stderr")}
+
+    def _writer(self, stream: str) -> Callable[[bytes], None]:
+        redactor = self._redactors[stream]
+        return lambda line: self._write_line(redactor.line(line))
 
     def _write_line(self, line: bytes) -> None:
-        # Called with self._lock held (from feed/close below).
-        line = self._redactor.line(line)
+        # Called with self._lock held (from feed/close below); `line` is redacted.
         self._file.write(line)
         if self.fatal_at is None and any(p in line for p in self._patterns):
             self.fatal_at = time.monotonic()
@@ -132,10 +137,10 @@ class _LogSink:
         with self._lock:
             self._file.flush()
             data = self.path.read_bytes()
-            for collapser in self.collapsers.values():
+            for name, collapser in self.collapsers.items():
                 pending = collapser.pending()
                 if pending:
-                    data += self._redactor.peek(pending + b"\n")
+                    data += self._redactors[name].peek(pending + b"\n")
             return data
 
     def close(self) -> None:
