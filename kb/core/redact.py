@@ -183,8 +183,8 @@ SECRET_RULES: tuple[SecretRule, ...] = (
                     + _MASKED + r"(?!(?:Bearer|bearer|Basic|basic|Token|token|Digest|Bot)\b)[^\s'\",}]{6,}"),
                rf"\g<1>{MASK}", "-H 'Authorization: Basic dXNlcjpodW50ZXIy'", ("uthorization",)),
     SecretRule("secret-flag",
-               lazy(r"(--?(?:[A-Za-z0-9]+-)*(?:token|secret|password|passwd|passphrase|api-key|apikey|access-key|"
-                    r"secret-key|private-key|auth-key|credentials?)(?:=|[ ]+)['\"]?)" + _MASKED + r"(?!-)[^\s'\"]+"),
+               lazy(r"((?<![\w-])--?(?:[A-Za-z0-9]+-)*(?:token|secret|password|passwd|passphrase|api-key|apikey|access-key|"
+                    r"secret-key|private-key|auth-key|credentials?)(?:=|['\"]?,?[ ]+)['\"]?)" + _MASKED + r"(?!-)[^\s'\",\]]+"),
                rf"\g<1>{MASK}", "vllm serve m --api-key sk-local-12345 --hf-token hf_x",
                ("-token", "-secret", "-passw", "-passphrase", "-api-key", "-apikey", "-key", "-credential")),
     SecretRule("secret-assignment",

@@ -64,6 +64,7 @@ WANDB = fake(40, _HEX)
 WANDB_ENV = fake(40, _HEX)
 API_KEY_FLAG = "local-" + fake(24)
 HF_FLAG = fake(34)
+ARGV_KEY = "local-" + fake(20)
 ENV_SECRET = fake(32)
 NGC = fake(64)
 NGC_LEGACY = fake(84, _B64)
@@ -121,6 +122,8 @@ KINDS: tuple[Planted, ...] = (
     Planted("wandb-env", f"WANDB_API_KEY={WANDB_ENV}", WANDB_ENV),
     Planted("api-key-flag", f"--api-key {API_KEY_FLAG}", API_KEY_FLAG),
     Planted("hf-token-flag", f"--hf-token={HF_FLAG}", HF_FLAG),
+    Planted("api-key-in-an-argv-list", f"sys.argv: ['vllm', 'serve', '--api-key', '{ARGV_KEY}', '--port', '8000']",
+            ARGV_KEY),
     Planted("env-assignment", f"MY_SERVICE_SECRET={ENV_SECRET}", ENV_SECRET),
     Planted("ngc-key", f"NGC_CLI_API_KEY nvapi-{NGC}", NGC),
     Planted("ngc-legacy-env", f"NGC_API_KEY={NGC_LEGACY}", NGC_LEGACY),
@@ -185,6 +188,10 @@ NOT_SECRETS = (
     "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/config.json",
     "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "commit 3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b",
+    "150k-token vocabularies",
+    "prompt-token tensor",
+    "Authorization header missing",
+    "the password is not set: see --password-file",
 )
 
 _P = "(APIServer pid=3310)"
