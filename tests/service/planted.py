@@ -264,6 +264,9 @@ def non_secret_log() -> str:
         f"{_E} INFO 08-14 06:01:41 [utils.py:1] TOKENIZERS_PARALLELISM=false cache_key=5f0b02c75b57c5855da9ae460ce51323ea669d8a "
         "eos_token='</s>' key_cache monkey",
         f"{_E} INFO 08-14 06:01:42 [loggers.py:1] Avg prompt throughput: 0.0 tokens/s",
+        f"{_E} WARNING 08-14 06:01:42 [sampler.py:1] 150k-token vocabularies: the prompt-token tensor is large",
+        f"{_P} WARNING 08-14 06:01:42 [api_server.py:1] Authorization header missing; the password is not set: "
+        "see --password-file",
         f"{_E} INFO 08-14 06:01:43 [hub.py:1] fetched https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/"
         "config.json sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 "
         "commit 3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b fingerprint 3f2a9c1b7e6d4a5f8c0b1e2d3a4f5c6b",
