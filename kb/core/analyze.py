@@ -15,7 +15,7 @@ from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.records import Analysis, Timing
 from kb.core.redact import Redactor
-from kb.core.redactlog import inflate, redacted, redacted_log
+from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - inflate, redacted_log: this module's API
 from kb.core.rejoin import Rejoiner
 from kb.core.rootcause import choose, not_captured, unstated_error
 from kb.core.scan import WARNING_LINES_KEPT
@@ -374,5 +374,3 @@ def analyze_for_storage(data: bytes) -> tuple[Analysis, bytes, int]:
     stored, redactions = redacted(data, lines)
     return analysis, stored, redactions
 
-
-__all__ = ["Analyzer", "analyze", "analyze_for_storage", "inflate", "redacted_log"]  # and the re-exported
