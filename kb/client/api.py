@@ -13,6 +13,7 @@ stores the log twice. Any other refusal raises at once with the service's `detai
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ import kb
 from kb.api import LogInput, log_bytes
 from kb.client.errors import ClientError, NotFound, Refused, Unauthorized, Unavailable, Unreachable
 from kb.client.flush import backoff_delay
+from kb.client.redaction import redact_bytes, redact_fields, redact_file
 from kb.client.settings import base_url
 from kb.client.upload import (
     CONNECT_TIMEOUT,
@@ -35,7 +37,6 @@ from kb.client.upload import (
     error_detail,
     retry_after_seconds,
 )
-from kb.core.textlog import GZIP_MAGIC
 from kb.services.views import IncidentDetail, IncidentList, UploadResult
 
 T = TypeVar("T")
@@ -157,23 +158,24 @@ class Client:
         if unknown:
             raise TypeError(f"unknown upload field(s) {', '.join(unknown)}; "
                             f"the service takes {', '.join(UPLOAD_FIELDS)}")
-        form = {name: str(value) for name, value in fields.items() if value is not None}
+        form = redact_fields({name: str(value) for name, value in fields.items() if value is not None})
         return self._decode(self._send("POST", route, data=form, log=log, headers=headers),
                             UploadResult)
 
     @contextmanager
     def _log_part(self, log: LogInput) -> Iterator[dict[str, Any]]:
-        """The multipart `log` part, opened afresh for each attempt (a file is re-read)."""
+        """The multipart `log` part, opened afresh for each attempt. Its secrets are
+        masked before it is sent (kb.client.redaction; a gzip log goes inflated): a file
+        is redacted into a temporary file, a chunk at a time."""
         if isinstance(log, os.PathLike):
             path = Path(log)
-            with path.open("rb") as handle:
-                kind = "application/gzip" if handle.read(2) == GZIP_MAGIC else "text/plain"
+            with tempfile.TemporaryFile(prefix="kb-redacted-") as handle:
+                redact_file(path, handle)
                 handle.seek(0)
-                yield {"log": (path.name, handle, kind)}
+                yield {"log": (path.name, handle, "text/plain")}
             return
-        data = log_bytes(log)  # a str is the log's text (and refused when it names a file)
-        kind = "application/gzip" if data[:2] == GZIP_MAGIC else "text/plain"
-        yield {"log": ("crash.log.gz" if kind == "application/gzip" else "crash.log", data, kind)}
+        data = redact_bytes(log_bytes(log))  # a str is the log's text (and refused when it names a file)
+        yield {"log": ("crash.log", data, "text/plain")}
 
     def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None,
               data: dict[str, str] | None = None, log: LogInput | None = None,

@@ -21,6 +21,7 @@ from kb.client import hostinfo, settings
 from kb.client.deliver import deliver, say
 from kb.client.flush import EntryOutcome
 from kb.client.flush import flush as flush_spool
+from kb.client.redaction import redact_bytes
 from kb.client.runner import EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, Runner
 from kb.client.spool import Spool
 from kb.client.upload import DEFAULT_TIMEOUT
@@ -187,6 +188,7 @@ def run(
             kept_at=log_path,
             extra={"host": info.to_dict()},
             answer_to_stderr=True,
+            redacted=True,  # the runner saves the log redacted
         )
 
     try:
@@ -239,14 +241,16 @@ def submit(
     Exit status: 0 answered, 1 refused (bad log, bad token) or unreadable, 75 the server
     was unreachable and the log waits in the spool for `kb flush`.
     """
+    saved = False  # kb's own redacted copy of stdin, not a file of the user's
     if str(log) == "-":
         data = sys.stdin.buffer.read()
         if not data:
             say("nothing to upload: stdin was empty")
             raise SystemExit(1)
         log = settings.ensure_private_dir(settings.log_dir()) / f"{datetime.now():%Y%m%d-%H%M%S}-stdin-{os.getpid()}.log"
-        log.write_bytes(data)  # kept, whatever happens to the upload
+        log.write_bytes(redact_bytes(data))  # kept (redacted), whatever happens to the upload
         say(f"stdin saved to {log}")
+        saved = True
     try:
         with log.open("rb") as handle:
             head = handle.read(textlog.SAMPLE)
@@ -280,6 +284,7 @@ def submit(
         source="kb submit",
         kept_at=log.resolve(),
         as_json=as_json,
+        redacted=saved,
     )
     raise SystemExit({"sent": 0, "spooled": EXIT_SUBMIT_SPOOLED}.get(delivery.status, 1))
 

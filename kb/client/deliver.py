@@ -1,11 +1,17 @@
 """Upload a log now, or keep it in the spool for `kb flush`: the one place that decides,
 shared by `kb run` and `kb submit`, so both keep the same promise: a log is either
-confirmed by the service, or on disk with its path printed."""
+confirmed by the service, or on disk with its path printed.
+
+Nothing leaves here unredacted: the fields and the metadata always go through the core's
+rules, and the log too unless the caller redacted it already (`kb run` saves it so). A
+log file of the user's (`kb submit LOG`) is not changed: a redacted copy is sent, and
+moved into the spool when the service cannot take it."""
 
 from __future__ import annotations
 
 import io
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +20,7 @@ import click
 
 from kb import textreport
 from kb.client import settings
+from kb.client.redaction import redact_bytes, redact_data, redact_fields, redacted_copy
 from kb.client.spool import Spool, SpoolEntry, new_idempotency_key
 from kb.client.upload import UploadResult, upload
 
@@ -42,8 +49,45 @@ def deliver(
     extra: dict[str, Any] | None = None,
     answer_to_stderr: bool = False,
     as_json: bool = False,
+    redacted: bool = False,
 ) -> Delivery:
-    """Send once; print the answer, or spool the log and say where it is."""
+    """Send once; print the answer, or spool the log and say where it is. `redacted`:
+    the log's secrets are masked already (else a redacted copy is made and sent)."""
+    fields = redact_fields(fields)
+    extra = redact_data(extra or {})
+    if redacted or isinstance(log, bytes):
+        return _deliver(log if redacted else redact_bytes(log), fields, server=server, token=token,
+                        timeout=timeout, source=source, kept_at=kept_at, extra=extra,
+                        answer_to_stderr=answer_to_stderr, as_json=as_json, copy=False)
+    spool_root = settings.spool_dir()
+    try:
+        copy = redacted_copy(log, [spool_root, Path(tempfile.gettempdir())])
+    except OSError as exc:
+        say(f"could not write a redacted copy of {log}: {exc}; nothing uploaded")
+        return Delivery("kept" if kept_at is not None else "lost",
+                        UploadResult("transient", error=f"no redacted copy: {exc}"))
+    try:
+        return _deliver(copy, fields, server=server, token=token, timeout=timeout, source=source,
+                        kept_at=kept_at, extra=extra, answer_to_stderr=answer_to_stderr,
+                        as_json=as_json, copy=True)
+    finally:
+        copy.unlink(missing_ok=True)  # moved into the spool, or sent
+
+
+def _deliver(
+    log: Path | bytes,
+    fields: dict[str, str],
+    *,
+    server: str,
+    token: str | None,
+    timeout: float,
+    source: str,
+    kept_at: Path | None,
+    extra: dict[str, Any],
+    answer_to_stderr: bool,
+    as_json: bool,
+    copy: bool,
+) -> Delivery:
     key = new_idempotency_key()
     try:
         result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout, filename="crash.log")
@@ -72,10 +116,11 @@ def deliver(
         say("meanwhile, what the bundled knowledge base knows of this crash:")
         click.echo(advice, err=answer_to_stderr)
     spool = Spool(settings.spool_dir())
-    meta = {"server": server, "first_error": result.error, "original_log": str(kept_at) if kept_at else None}
-    meta.update(extra or {})
+    meta: dict[str, Any] = {"server": server, "first_error": result.error,
+                            "original_log": str(kept_at) if kept_at else None, "redacted": True}
+    meta.update(extra)
     try:
-        entry = spool.add(log, fields, idempotency_key=key, source=source, extra=meta)
+        entry = spool.add(log, fields, idempotency_key=key, source=source, extra=redact_data(meta), move=copy)
     except OSError as exc:
         say(f"could not write to the spool {spool.root}: {exc}")
         if kept_at is not None:

@@ -9,6 +9,7 @@ the service can recognise the repeat.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kb.client.spool import Spool, SpoolEntry, new_idempotency_key
+from kb.client.redaction import redact_file, redacted_meta
+from kb.client.spool import LOG_NAME, Spool, SpoolEntry, new_idempotency_key
 from kb.client.upload import UploadResult, upload
 
 MAX_BACKOFF = 60.0
@@ -86,6 +88,23 @@ def _send_with_retries(
         sleep(backoff_delay(attempts, backoff, result.retry_after))
 
 
+def _redact_entry(entry: SpoolEntry, meta: dict[str, Any]) -> dict[str, Any]:
+    """Mask the secrets of an entry's log (in place, atomically) and metadata."""
+    partial = entry.path / f".{LOG_NAME}.redacting"
+    try:
+        with partial.open("wb") as target:
+            redact_file(entry.log_path, target)
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(partial, entry.log_path)
+    finally:
+        partial.unlink(missing_ok=True)
+    meta = redacted_meta(meta)
+    meta["redacted"] = True
+    entry.write_meta(meta)
+    return meta
+
+
 def flush(
     spool: Spool,
     *,
@@ -126,6 +145,12 @@ def flush(
             if not meta.get("idempotency_key"):
                 meta["idempotency_key"] = new_idempotency_key()
                 entry.write_meta(meta)
+            if not meta.get("redacted"):  # the shell script's entry (or an older kb's)
+                try:
+                    meta = _redact_entry(entry, meta)
+                except OSError as exc:
+                    record(EntryOutcome(entry.id, "broken", error=f"cannot redact the log: {exc}"))
+                    continue
 
             result, attempts = _send_with_retries(
                 entry, meta, server=server, token=token, retries=retries, backoff=backoff, timeout=timeout, sleep=sleep

@@ -11,6 +11,8 @@ Why each choice:
   server's log, so the child never blocks on a full pipe and the terminal stays live.
 - The terminal gets the raw bytes (progress bars keep animating); the saved log keeps
   what a terminal would finally show: of a line rewritten with `\\r`, its last state.
+- The saved log is redacted line by line as it is written (kb.client.redaction): it is
+  what gets uploaded and spooled, and a log file with an HF token in it is a leak too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import httpx
+
+from kb.client.redaction import LineRedactor
 
 # Lines an engine's wrapper prints once the real error already happened. After one of
 # them the run is over even if the process does not exit (and it often does not).
@@ -108,10 +112,17 @@ class _LogSink:
         self._patterns = tuple(p.encode() for p in patterns)
         self.fatal_line: str | None = None
         self.fatal_at: float | None = None
-        self.collapsers = {name: LineCollapser(self._write_line) for name in ("stdout", "stderr")}
+        # One redactor a stream: a PEM key's lines come in order on the stream that
+        # printed it, whatever the other stream interleaves.
+        self._redactors = {name: LineRedactor() for name in ("stdout", "stderr")}
+        self.collapsers = {name: LineCollapser(self._writer(name)) for name in ("stdout", "stderr")}
+
+    def _writer(self, stream: str) -> Callable[[bytes], None]:
+        redactor = self._redactors[stream]
+        return lambda line: self._write_line(redactor.line(line))
 
     def _write_line(self, line: bytes) -> None:
-        # Called with self._lock held (from feed/close below).
+        # Called with self._lock held (from feed/close below); `line` is redacted.
         self._file.write(line)
         if self.fatal_at is None and any(p in line for p in self._patterns):
             self.fatal_at = time.monotonic()
@@ -126,10 +137,10 @@ class _LogSink:
         with self._lock:
             self._file.flush()
             data = self.path.read_bytes()
-            for collapser in self.collapsers.values():
+            for name, collapser in self.collapsers.items():
                 pending = collapser.pending()
                 if pending:
-                    data += pending + b"\n"
+                    data += self._redactors[name].peek(pending + b"\n")
             return data
 
     def close(self) -> None:

@@ -2,8 +2,12 @@
 
 Layout (also written by scripts/kb-upload-on-failure.sh, so keep them in step):
 
-    $KB_SPOOL_DIR/<entry id>/log         the log bytes, exactly as captured
-    $KB_SPOOL_DIR/<entry id>/meta.json   {"version": 1, "idempotency_key": ..., "fields": {...}, ...}
+    $KB_SPOOL_DIR/<entry id>/log         the log bytes as captured, secrets masked (kb.client.redaction)
+    $KB_SPOOL_DIR/<entry id>/meta.json   {"version": 1, "idempotency_key": ..., "fields": {...},
+                                          "redacted": true, ...}
+
+An entry without `"redacted": true` (written by the shell script, or an older kb) is
+redacted in place by `kb flush` before it is sent.
     $KB_SPOOL_DIR/<entry id>/lock        created by `kb flush` (flock) while it sends the entry
 
 Entry ids start with the UTC creation time (`20250101T030000123456-<random>`), so they
@@ -133,14 +137,19 @@ class Spool:
         idempotency_key: str,
         source: str,
         extra: dict[str, Any] | None = None,
+        move: bool = False,
     ) -> SpoolEntry:
-        """Store a log and what to send with it; the entry appears complete or not at all."""
+        """Store a log and what to send with it; the entry appears complete or not at all.
+        With `move`, the log file is moved in (a copy made for this entry: on the same
+        file system, no second copy of a large log) rather than copied."""
         ensure_private_dir(self.root)
         entry_id = f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:12]}"
         tmp = self.root / f".tmp-{entry_id}"
         tmp.mkdir(mode=0o700)
         try:
-            if isinstance(log, Path):
+            if isinstance(log, Path) and move:
+                shutil.move(log, tmp / LOG_NAME)
+            elif isinstance(log, Path):
                 shutil.copyfile(log, tmp / LOG_NAME)
             else:
                 (tmp / LOG_NAME).write_bytes(log)
@@ -181,7 +190,10 @@ class Spool:
             return
         now = datetime.now(UTC).timestamp()
         for path in self.root.iterdir():
-            if path.name.startswith(".trash-") or (
+            if path.name.startswith(".redacted-") and path.is_file():
+                if now - path.stat().st_mtime > stale_after:  # a redacted copy an interrupted kb left
+                    path.unlink(missing_ok=True)
+            elif path.name.startswith(".trash-") or (
                 path.name.startswith(".tmp-") and now - path.stat().st_mtime > stale_after
             ):
                 shutil.rmtree(path, ignore_errors=True)

@@ -14,7 +14,8 @@ from kb.core.capture import Peeled, Profile, peel
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.records import Analysis, Timing
-from kb.core.redact import redact, redact_lines
+from kb.core.redact import Redactor
+from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - inflate, redacted_log: this module's API
 from kb.core.rejoin import Rejoiner
 from kb.core.rootcause import choose, not_captured, unstated_error
 from kb.core.scan import WARNING_LINES_KEPT
@@ -61,6 +62,7 @@ class Analyzer:
         self._extractor = Extractor()
         self._context = ContextCollector()
         self._redactions = 0
+        self._redactor = Redactor()  # state across lines: a PEM key's body lines
         self._bytes = 0
         self._notes: list[str] = []
 
@@ -328,8 +330,8 @@ class Analyzer:
         if "\x00" in text:  # a NUL may have split a literal the pre-filter looks for
             text = text.replace("\x00", "")
             may_hold_secret = True
-        if may_hold_secret:
-            text, count = redact(text)
+        if may_hold_secret or self._redactor.open:
+            text, count = self._redactor.line(text)
             self._redactions += count
         if peeled is not None:
             peeled.text = text
@@ -369,49 +371,6 @@ def analyze_for_storage(data: bytes) -> tuple[Analysis, bytes, int]:
         return analysis, stored, redactions
     size = len(data)  # a last line without a newline was scanned with one added
     lines = [(start, min(stop, size)) for start, stop in analyzer.secret_lines or ()]
-    stored, redactions = _redacted(data, lines)
+    stored, redactions = redacted(data, lines)
     return analysis, stored, redactions
 
-
-def inflate(data: bytes) -> bytes:
-    """The log's bytes: gzip inflated (what can be), anything else as it is."""
-    if data[:2] == GZIP_MAGIC:
-        try:
-            return zlib.decompressobj(wbits=47).decompress(data)
-        except zlib.error:
-            return data
-    return data
-
-
-def redacted_log(data: bytes) -> tuple[bytes, int]:
-    """The log to store, as UTF-8 bytes with every secret masked (count returned). Only
-    the lines the pre-filter flags are decoded and run the rules; the rest is copied as
-    bytes, so a megabyte log costs well under a millisecond."""
-    raw = inflate(data)
-    if b"\x00" in raw:
-        raw = raw.replace(b"\x00", b"")
-    lines = scan.secret_lines(raw)
-    if lines is None:
-        text, total = redact_lines(raw.decode("utf-8", "replace"))
-        return text.encode("utf-8"), total
-    return _redacted(raw, lines)
-
-
-def _redacted(raw: bytes, lines: list[tuple[int, int]]) -> tuple[bytes, int]:
-    """`raw` with the secrets of the given lines masked, as valid UTF-8."""
-    pieces: list[bytes] = []
-    total, position = 0, 0
-    for start, end in lines:
-        pieces.append(raw[position:start])
-        text, count = redact(raw[start:end].decode("utf-8", "replace"))
-        pieces.append(text.encode("utf-8") if count else raw[start:end])
-        total += count
-        position = end
-    pieces.append(raw[position:])
-    out = b"".join(pieces) if len(pieces) > 1 else raw
-    if not out.isascii():  # ASCII is valid UTF-8: no decoding (and no 1 MB str) needed
-        try:
-            out.decode("utf-8")  # a stored log is always valid UTF-8
-        except UnicodeDecodeError:
-            out = out.decode("utf-8", "replace").encode("utf-8")
-    return out, total

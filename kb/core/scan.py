@@ -97,11 +97,13 @@ def _compiled_secret_database():
     return _build("secrets", [b"(?:" + b"|".join(_escape(a) for a in SECRET_ANCHORS) + b")[^\\n]*(?:\\n|$)"], [0])
 
 
-def secret_lines(data: bytes) -> list[tuple[int, int]] | None:
-    """Byte ranges of the lines that may hold a secret (None: no pre-filter here, test
-    every line)."""
+def secret_lines(data: bytes) -> list[tuple[int, int]]:
+    """Byte ranges of the lines that may hold a secret (each holds a literal of
+    SECRET_ANCHORS), in order; a range ends after its newline (at the end of `data` for
+    a last line without one). Hyperscan finds them, else an Aho-Corasick pass: the same
+    ranges."""
     if hyperscan is None:
-        return None
+        return _automaton_secret_lines(data)
     ranges: list[tuple[int, int]] = []
 
     def on_match(pattern_id: int, start: int, end: int, flags: int, context: object) -> None:
@@ -111,6 +113,30 @@ def secret_lines(data: bytes) -> list[tuple[int, int]] | None:
 
     database = _secret_database()
     database.scan(data, match_event_handler=on_match, scratch=_scratch(database))
+    return ranges
+
+
+@lru_cache(maxsize=1)
+def _secret_automaton() -> ahocorasick.Automaton:
+    automaton = ahocorasick.Automaton()
+    for literal in SECRET_ANCHORS:
+        automaton.add_word(literal.encode().decode("latin-1"), len(literal))
+    automaton.make_automaton()
+    return automaton
+
+
+def _automaton_secret_lines(data: bytes) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    size = len(data)
+    covered = -1  # end of the last range: hits before it are on a line already taken
+    find, rfind = data.find, data.rfind
+    for last, _ in _secret_automaton().iter(data.decode("latin-1")):
+        if last < covered:
+            continue
+        line_start = rfind(b"\n", 0, last) + 1
+        line_end = find(b"\n", last)
+        covered = size if line_end < 0 else line_end + 1
+        ranges.append((line_start, covered))
     return ranges
 
 

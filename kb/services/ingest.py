@@ -30,6 +30,7 @@ from kb.core.analyze import analyze, analyze_for_storage
 from kb.core.gpus import gpu_family
 from kb.core.match import SIMILAR_THRESHOLD
 from kb.core.records import Analysis, CrashFeatures
+from kb.core.redact import redact_field
 from kb.db.known_upload import store_known_occurrence
 from kb.db.logcodec import compress_log
 from kb.db.models import Incident, Occurrence, utcnow
@@ -130,14 +131,17 @@ def parse_overrides(values: Mapping[str, Any]) -> Overrides:
                                    f"got {text[:40]!r}")
             parsed[name] = text
         else:
-            parsed[name] = text[:_LENGTHS.get(name, 300)]
+            # Every text field is stored and shown: the command line `kb run` sends
+            # (`env HF_TOKEN=... vllm serve --api-key ...`) most of all. Redacted whole,
+            # then cut to its column (a cut could leave half a secret a rule misses).
+            parsed[name] = redact_field(text)[:_LENGTHS.get(name, 300)]
     return Overrides(**parsed)
 
 
 def check_idempotency_key(raw: str | None) -> str | None:
     """The Idempotency-Key header as stored: None when absent or blank, else printable
     ASCII of at most IDEMPOTENCY_KEY_MAX characters (400 otherwise)."""
-    key = (raw or "").strip()
+    key = redact_field((raw or "").strip())
     if not key:
         return None
     if len(key) > IDEMPOTENCY_KEY_MAX:
@@ -189,11 +193,13 @@ def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRe
 
 
 def title_for(analysis: Analysis) -> str:
+    """The title of a new incident, from its root cause (redacted already, and again
+    here: a title is shown everywhere)."""
     signature = (analysis.fingerprint.signature or "").split(" | ")[0].strip()
     if signature and signature != ":":
-        return signature[:200]
+        return redact_field(signature)[:200]
     if analysis.root_cause is not None:
-        return f"{analysis.root_cause.exception}: {analysis.root_cause.message}"[:200]
+        return redact_field(f"{analysis.root_cause.exception}: {analysis.root_cause.message}")[:200]
     return "Crash without a recognizable error"
 
 
