@@ -54,6 +54,13 @@ def _tokens(value: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in value.split(",") if t.strip())
 
 
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError(f"expected a positive number, got {value!r}")
+    return number
+
+
 def _positive_int(value: str) -> int:
     number = int(value)
     if number <= 0:
@@ -106,6 +113,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Most stored fingerprints loaded (through indexed columns) and scored per match."),
     Setting("db_pool_size", "KB_DB_POOL_SIZE", None, _positive_int,
             "Database connections per process."),
+    Setting("db_timeout", "KB_DB_TIMEOUT", None, _positive_float,
+            "Seconds a request waits on the database (a frozen or saturated one) before it "
+            "answers 503 with Retry-After; /healthz then says the database is unreachable. "
+            "The analysis of an upload is not counted."),
     Setting("threads", "KB_THREADS", None, _positive_int,
             "Worker threads per process for analysis and database work."),
     Setting("log_level", "KB_LOG_LEVEL", None, str, "Log level of `kb serve` (debug, info, warning)."),
@@ -126,6 +137,7 @@ class Settings:
     workers: int = 1
     match_candidates: int = 200
     db_pool_size: int = 10
+    db_timeout: float = 5.0
     threads: int = 16
     log_level: str = "info"
 

@@ -45,3 +45,9 @@ class NotText(ServiceError):
     """The upload is not a text log (binary, an archive, an image) (422)."""
 
     status_code = 422
+
+
+class Unavailable(ServiceError):
+    """The database did not answer in time (503, Retry-After)."""
+
+    status_code = 503

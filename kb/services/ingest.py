@@ -235,9 +235,13 @@ def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
 def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: str,
                    candidate_limit: int = 200, max_bytes: int = 256 << 20) -> UploadResult:
     """The full answer for a log without storing anything (POST /analyze)."""
-    data = prepare_log(data, max_bytes)
-    analysis, features = analyze_log(data, overrides)
+    analysis, features = analyze_only(data, overrides, max_bytes=max_bytes)
     return answer(db, analysis, features, base_url=base_url, candidate_limit=candidate_limit)
+
+
+def analyze_only(data: bytes, overrides: Overrides, *, max_bytes: int) -> tuple[Analysis, CrashFeatures]:
+    """The first steps of POST /analyze: checked, analyzed, overrides applied; no storage."""
+    return analyze_log(prepare_log(data, max_bytes), overrides)
 
 
 def answer(db: Database, analysis: Analysis, features: CrashFeatures, *, base_url: str,
@@ -262,14 +266,23 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
     """Analyze, match and store one upload (POST /incidents). With an idempotency key
     already stored, answer that upload again and store nothing."""
     if idempotency_key:
-        with db.read() as session:
-            repo = Repository(session)
-            first = repo.occurrence_by_idempotency_key(idempotency_key)
-            if first is not None:
-                return _replay(repo, first, base_url, candidate_limit)
+        replayed = replayed_upload(db, idempotency_key, base_url=base_url,
+                                   candidate_limit=candidate_limit)
+        if replayed is not None:
+            return replayed
     upload = prepare_upload(data, overrides, max_bytes=max_bytes, idempotency_key=idempotency_key)
     return store_upload(db, upload, base_url=base_url, candidate_limit=candidate_limit,
                         attempts=attempts)
+
+
+def replayed_upload(db: Database, idempotency_key: str, *, base_url: str,
+                    candidate_limit: int = 200) -> UploadResult | None:
+    """The answer of the upload already stored under this key, or None (cheap: looked
+    up before the analysis)."""
+    with db.read() as session:
+        repo = Repository(session)
+        first = repo.occurrence_by_idempotency_key(idempotency_key)
+        return _replay(repo, first, base_url, candidate_limit) if first is not None else None
 
 
 def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,

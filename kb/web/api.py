@@ -45,6 +45,7 @@ from kb.services.views import (
     OutcomeView,
     UploadResult,
 )
+from kb.services.errors import Unavailable
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import read_upload
 
@@ -70,8 +71,45 @@ def db_of(state: State) -> Database:
 
 
 async def in_thread(state: State, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await anyio.to_thread.run_sync(partial(func, *args, **kwargs),
-                                          limiter=state.get("limiter"))
+    """Database work in a worker thread, bounded by KB_DB_TIMEOUT: a frozen database gives
+    503 (Retry-After) within seconds instead of holding every request. The thread is
+    abandoned, not killed: what it was writing may still commit once the database wakes,
+    which is why the 503 points at Idempotency-Key retries."""
+    deadline = settings_of(state).db_timeout
+    try:
+        with anyio.fail_after(deadline):
+            return await anyio.to_thread.run_sync(partial(func, *args, **kwargs), abandon_on_cancel=True,
+                                                  limiter=state.get("limiter"))
+    except TimeoutError:
+        raise Unavailable(f"the database did not answer within {deadline:g} s; retry later "
+                          "(with the same Idempotency-Key, an upload is never stored twice)") from None
+
+
+async def compute_in_thread(state: State, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """CPU work (analysing a log) in a worker thread: no deadline, it touches no database."""
+    return await anyio.to_thread.run_sync(partial(func, *args, **kwargs), limiter=state.get("limiter"))
+
+
+async def upload_answer(request: Request, state: State, data: bytes, overrides: ingest.Overrides,
+                        *, store: bool, idempotency_key: str | None = None) -> UploadResult:
+    """The pipeline of an upload for the API and the UI: the analysis unbounded, each
+    database step under the deadline."""
+    settings, db, base = settings_of(state), db_of(state), base_url(request)
+    if not store:
+        analysis, features = await compute_in_thread(state, ingest.analyze_only, data, overrides,
+                                                     max_bytes=settings.max_upload_bytes)
+        return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
+                               candidate_limit=settings.match_candidates)
+    if idempotency_key:
+        replayed = await in_thread(state, ingest.replayed_upload, db, idempotency_key, base_url=base,
+                                   candidate_limit=settings.match_candidates)
+        if replayed is not None:
+            return replayed
+    prepared = await compute_in_thread(state, ingest.prepare_upload, data, overrides,
+                                       max_bytes=settings.max_upload_bytes,
+                                       idempotency_key=idempotency_key)
+    return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
+                           candidate_limit=settings.match_candidates)
 
 
 def base_url(request: Request) -> str:
@@ -202,11 +240,7 @@ async def upload_incident(request: Request, state: State,
                           format: Format = None) -> Response[UploadResult]:
     key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     data, overrides = await _upload_input(request)
-    settings = settings_of(state)
-    result = await in_thread(state, ingest.ingest_upload, db_of(state), data, overrides,
-                             base_url=base_url(request),
-                             candidate_limit=settings.match_candidates,
-                             max_bytes=settings.max_upload_bytes, idempotency_key=key)
+    result = await upload_answer(request, state, data, overrides, store=True, idempotency_key=key)
     page = f"/ui/incidents/{result.incident.id}" if result.incident else None
     return negotiated(request, format, result, textreport.upload_report, page=page,
                       status_code=201 if result.created else 200)
@@ -218,10 +252,7 @@ async def upload_incident(request: Request, state: State,
 async def analyze_log(request: Request, state: State,
                       format: Format = None) -> Response[UploadResult]:
     data, overrides = await _upload_input(request)
-    settings = settings_of(state)
-    result = await in_thread(state, ingest.analyze_upload, db_of(state), data, overrides,
-                             base_url=base_url(request), candidate_limit=settings.match_candidates,
-                             max_bytes=settings.max_upload_bytes)
+    result = await upload_answer(request, state, data, overrides, store=False)
     return negotiated(request, format, result, textreport.upload_report)
 
 

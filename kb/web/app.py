@@ -56,7 +56,8 @@ def _error(request: Request, status: int, detail: str, headers: dict[str, str] |
 def on_service_error(request: Request, exc: ServiceError) -> Response[Any]:
     field = getattr(exc, "field", None)
     extra = [{"key": field, "message": exc.detail, "source": "body"}] if field else None
-    return _error(request, exc.status_code, exc.detail, extra=extra)
+    retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status_code == 503 else None
+    return _error(request, exc.status_code, exc.detail, retry, extra=extra)
 
 
 def on_storage_error(request: Request, exc: Exception) -> Response[Any]:

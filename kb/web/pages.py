@@ -41,7 +41,7 @@ from kb.services.views import (
     NewFix,
     NewOutcome,
 )
-from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of
+from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of, upload_answer
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "kb_token"
@@ -270,11 +270,7 @@ async def upload_submit(request: Request, state: State) -> Response[str]:
         if store and not may_write(request):
             return need_token(request)
         overrides = ingest.parse_overrides(fields)
-        func_ = ingest.ingest_upload if store else ingest.analyze_upload
-        result = await in_thread(state, func_, db_of(state), data, overrides,
-                                 base_url=base_url(request),
-                                 candidate_limit=settings.match_candidates,
-                                 max_bytes=settings.max_upload_bytes)
+        result = await upload_answer(request, state, data, overrides, store=store)
     except ServiceError as exc:
         form = {k: v for k, v in fields.items() if k != "text"}
         return render(request, "upload.html", status_code=exc.status_code, result=None,

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +14,7 @@ from kb.db import migrate
 from kb.db.session import Database
 from tests.conftest import ThrowawayCluster
 from tests.service.helpers import api_client, upload
-from tests.service.logs import NCCL, vllm_log
+from tests.service.logs import HEADS, NCCL, vllm_log
 
 pytestmark = pytest.mark.postgres
 
@@ -48,4 +51,52 @@ def test_service_recovers_after_a_database_restart(cluster):
             nccl = next(i for i in listing["items"] if "NCCL" in i["title"] or "nccl" in i["title"].lower())
             assert nccl["occurrences"] == 4 - failed
     finally:
+        db.dispose()
+
+
+def _server_pids(cluster) -> list[int]:
+    """The postmaster (first line of postmaster.pid) and every process it started."""
+    postmaster = int((cluster.dir / "data" / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def test_a_frozen_database_gives_503_within_seconds_and_the_service_recovers(cluster):
+    """Every Postgres process stopped (SIGSTOP): connections stay open and nothing
+    answers. Uploads, reads and /healthz answer 503 with Retry-After within the
+    deadline instead of waiting for the database; once it runs again, so do they."""
+    db = Database(cluster.url, pool_size=2)
+    migrate.upgrade(db.engine)
+    pids: list[int] = []
+    try:
+        with api_client(db, db_timeout=2.0) as client:  # the module's cluster: maybe stored
+            assert upload(client, vllm_log()).status_code in (200, 201)
+            pids = _server_pids(cluster)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            for request in (lambda: upload(client, vllm_log(**NCCL)), lambda: client.get("/healthz"),
+                            lambda: client.get("/incidents")):
+                started = time.monotonic()
+                answer = request()
+                assert answer.status_code == 503, answer.text
+                assert time.monotonic() - started < 5
+                assert answer.headers["retry-after"]
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+            pids = []
+            deadline = time.monotonic() + 30
+            while client.get("/healthz").status_code != 200:
+                assert time.monotonic() < deadline, "the service did not recover"
+                time.sleep(0.5)
+            assert upload(client, vllm_log(**HEADS)).status_code in (200, 201)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
         db.dispose()
