@@ -21,6 +21,7 @@ from kb.services.errors import ServiceError
 from kb.web import api, apidocs
 from kb.web.crossorigin import allowed_host_names, refuse_other_sites
 from kb.web.negotiate import VARY, answer_format
+from kb.web.supervision import die_with_parent
 
 log = logging.getLogger("kb.web")
 
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     async def on_startup(app: Litestar) -> None:
         app.state.limiter = anyio.CapacityLimiter(settings.threads)
+        die_with_parent()
 
     async def on_shutdown(app: Litestar) -> None:
         if app.state.get("owns_db"):

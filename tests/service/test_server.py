@@ -87,3 +87,61 @@ def test_serve_reports_an_unreachable_database(tmp_path):
     assert "database unavailable" in result.stderr
     assert "Traceback" not in result.stderr
 
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_die_with_a_killed_supervisor_and_the_port_is_free_again(tmp_path):
+    """kill -9 of `kb serve --workers 2`: its workers stop within seconds instead of
+    serving on as orphans, and a new `kb serve` on the same port starts."""
+    import signal
+    import time
+
+    port = free_port()
+    env = {**os.environ, "KB_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.db'}", "KB_SEED": "0",
+           "KB_LOG_LEVEL": "warning"}
+    with (tmp_path / "serve.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--host", "127.0.0.1", "--port",
+                                 str(port), "--workers", "2"], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "serve.log").read_text()
+                time.sleep(0.3)
+            workers = [p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+            assert len(workers) == 2, workers
+            proc.kill()
+            proc.wait()
+            deadline = time.monotonic() + 15
+            while any(_alive(p) for p in workers):
+                assert time.monotonic() < deadline, "workers still serve after their supervisor died"
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    with kb_serve_process(env, tmp_path / "again.log", port=port) as base:
+        assert httpx.get(f"{base}/healthz", timeout=10).status_code == 200
