@@ -30,7 +30,7 @@ from kb.core.engines import ENGINES as CORE_ENGINES
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES
 from kb.services import curate, ingest, queries
-from kb.services.errors import InvalidInput, ServiceError, TooLarge
+from kb.services.errors import InvalidInput, ServiceError
 from kb.services.queries import TIMELINE_DAYS
 from kb.services.views import (
     FixPatch,
@@ -42,11 +42,12 @@ from kb.services.views import (
     NewOutcome,
 )
 from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of, upload_answer
+from kb.web.uploads import read_form
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "kb_token"
 ENGINES = tuple(e for e in CORE_ENGINES if e != "other")  # the list filter's choices
-FORM_SLACK = 256 * 1024
+UPLOAD_FORM_FIELDS = frozenset({*ingest.OVERRIDE_FIELDS, "text", "mode"})
 
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -244,15 +245,10 @@ async def upload_page(request: Request) -> Response[str]:
 
 
 async def _upload_form(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:
-    raw = request.headers.get("content-length")
-    if raw and raw.isdigit() and int(raw) > limit + FORM_SLACK:
-        raise TooLarge(f"the upload is larger than {limit // (1024 * 1024)} MiB (KB_MAX_UPLOAD_MB)")
-    form = await request.form()
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
-    data = b""
-    upload = form.get("log")
-    if upload is not None and not isinstance(upload, str):
-        data = await upload.read()
+    """The upload form, read as it streams in with the API's limits (a chunked body has
+    no length to refuse up front): the chosen file, else the pasted text."""
+    data, fields = await read_form(request, limit, UPLOAD_FORM_FIELDS, "log", frozenset({"text"}))
+    data = data or b""
     if not data.strip():
         data = fields.get("text", "").replace("\r\n", "\n").encode("utf-8")
     if not data.strip():

@@ -50,7 +50,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[bytes | None, dict[str, str]]:
+async def _read_multipart(request: Request, boundary: str, limit: int,
+                          wanted: frozenset[str] = frozenset(OVERRIDE_FIELDS),
+                          log_field: str = "log", long_fields: frozenset[str] = frozenset()
+                          ) -> tuple[bytes | None, dict[str, str]]:
+    """The log (field `log_field`) and the `wanted` text fields of a multipart body, read
+    as it streams in: the log and `long_fields` up to `limit`, any other field up to 64 KiB."""
     fields: dict[str, str] = {}
     log: bytes | None = None
     files: list[str] = []
@@ -72,14 +77,15 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
                     elif part:
                         pieces.append(part)
                         size += len(part)
-                        if current is not None and current.name != "log" and size > 64 * 1024:
+                        if (current is not None and current.name != log_field
+                                and current.name not in long_fields and size > 64 * 1024):
                             raise InvalidInput(f"form field {current.name!r} is too long")
                     elif current is not None:
-                        if current.name == "log":
+                        if current.name == log_field:
                             log = b"".join(pieces)
                         elif current.filename:
                             files.append(current.name)
-                        elif current.name in OVERRIDE_FIELDS:
+                        elif current.name in wanted:
                             fields[current.name] = b"".join(pieces).decode("utf-8", "replace")
                         current, pieces, size = None, [], 0
     except ParserLimitReached as exc:
@@ -89,6 +95,8 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
                        f"{MAX_PARTS} parts with short headers)") from None
     except ParserError as exc:
         raise InvalidInput(f"malformed multipart body: {exc}") from None
+    if log is None and log_field != "log":
+        return None, fields  # the caller has another place for the log (a pasted text)
     if log is None:
         hint = f" (got a file in field {files[0]!r})" if files else ""
         raise InvalidInput(f"no log uploaded: send the file in form field 'log'{hint}, "
@@ -96,6 +104,23 @@ async def _read_multipart(request: Request, boundary: str, limit: int) -> tuple[
     if len(log) > limit:
         raise _too_large(limit)
     return log, fields
+
+
+async def read_form(request: Request, limit: int, wanted: frozenset[str], file_field: str,
+                    long_fields: frozenset[str] = frozenset()) -> tuple[bytes | None, dict[str, str]]:
+    """A page's multipart form, read with the same limits as an API upload (a chunked
+    body has no Content-Length to refuse early: the limit holds while it streams): the
+    file of `file_field` and the `wanted` fields; a pasted log is a wanted field that may
+    be as long as the limit."""
+    content_type, options = _content_type(request)
+    _check_length(request, limit + MULTIPART_SLACK)
+    if content_type == "application/x-www-form-urlencoded":  # a form without a file input
+        body = await _read_body(request, limit + MULTIPART_SLACK)
+        form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        return None, {k: v[0] for k, v in form.items() if k in wanted and v}
+    if content_type != "multipart/form-data" or not options.get("boundary"):
+        raise UnsupportedMediaType("the upload form posts multipart/form-data")
+    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields)
 
 
 async def read_upload(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:

@@ -52,3 +52,25 @@ def test_a_multipart_limit_says_which_limit_it_is(db):
         assert answer.status_code == 413, answer.text
         detail = answer.json()["detail"]
         assert words in detail and "MiB" not in detail
+
+
+def test_the_ui_upload_form_is_read_with_the_api_limits_even_when_chunked(db):
+    """A chunked multipart body (no Content-Length to refuse up front) larger than the
+    limit gets a 413 page while it streams in, before any token check or analysis."""
+    boundary = "kbform"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\n").encode()
+
+    def body():
+        yield head
+        for _ in range(3 * 1024):  # 3 MiB of pasted log, with a 1 MiB limit
+            yield b"x" * 1023 + b"\n"
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    with api_client(db, max_upload_mb=1) as client:
+        answer = client.post("/ui/upload", content=body(),
+                             headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        assert answer.status_code == 413 and "text/html" in answer.headers["content-type"]
+        assert "larger than 1 MiB" in answer.text
+        ok = client.post("/ui/upload", files={"log": ("", b"", "application/octet-stream")},
+                         data={"text": "ValueError: pasted\n", "mode": "analyze"})
+        assert ok.status_code == 200 and "pasted" in ok.text
