@@ -199,10 +199,14 @@ def run(
             else:
                 say(f"{ready_url} did not answer 2xx within {runner.ready_timeout:g}s")
             say("uploading the log, then stopping the command")
+            snapshot = None
             try:
-                upload_log(runner.snapshot(), None, verdict.kind)
+                snapshot = runner.snapshot()
+                upload_log(snapshot, None, verdict.kind)
             finally:
                 status = runner.stop()
+                if snapshot is not None:
+                    snapshot.unlink(missing_ok=True)  # the spool keeps its own copy
             say(f"stopped the command (its exit status: {status}); exiting with {EXIT_TIMEOUT}")
             exit_code = EXIT_TIMEOUT
         else:

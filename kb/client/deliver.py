@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from kb import textreport
-from kb.client import settings
+from kb.client import excerpt, settings
 from kb.client.redaction import redact_bytes, redact_data, redact_fields, redacted_copy
 from kb.client.spool import Spool, SpoolEntry, new_idempotency_key
 from kb.client.upload import UploadResult, upload
@@ -88,11 +88,53 @@ def _deliver(
     as_json: bool,
     copy: bool,
 ) -> Delivery:
+    """One upload of `log`; a log over the upload limit goes as its head and tail."""
+    cut: Path | None = None
+    if isinstance(log, Path) and not excerpt.fits(log, settings.upload_limit()):
+        cut = _excerpt(log, settings.upload_limit())
+    try:
+        return _send(cut or log, fields, server=server, token=token, timeout=timeout, source=source,
+                     kept_at=kept_at, extra=extra, answer_to_stderr=answer_to_stderr,
+                     as_json=as_json, copy=copy or cut is not None, whole=log)
+    finally:
+        if cut is not None:
+            cut.unlink(missing_ok=True)  # moved into the spool, or sent
+
+
+def _excerpt(log: Path, limit: int) -> Path:
+    cut = excerpt.excerpt(log, limit, directory=log.parent)
+    say(f"the log ({log.stat().st_size} bytes) is larger than the upload limit ({limit} bytes, "
+        f"{settings.ENV_UPLOAD_MAX_MB}): sending its head and tail, marked where cut")
+    return cut
+
+
+def _send(log: Path | bytes, fields: dict[str, str], *, server: str, token: str | None,
+          timeout: float, source: str, kept_at: Path | None, extra: dict[str, Any],
+          answer_to_stderr: bool, as_json: bool, copy: bool, whole: Path | bytes) -> Delivery:
     key = new_idempotency_key()
+    smaller: Path | None = None
     try:
         result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout, filename="crash.log")
+        if result.http_status == 413 and isinstance(whole, Path):
+            # the service's limit is below ours (its KB_MAX_UPLOAD_MB): a smaller excerpt
+            size = log.stat().st_size if isinstance(log, Path) else len(log)
+            smaller = _excerpt(whole, max(size // 8, 64 * 1024))
+            log, copy = smaller, True
+            result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout,
+                            filename="crash.log")
     except KeyboardInterrupt:  # Ctrl-C while uploading: keep the log for `kb flush`
         result = UploadResult("transient", error="upload interrupted")
+    try:
+        return _after_upload(result, log, fields, key, server=server, source=source, kept_at=kept_at,
+                             extra=extra, answer_to_stderr=answer_to_stderr, as_json=as_json, copy=copy)
+    finally:
+        if smaller is not None:
+            smaller.unlink(missing_ok=True)  # moved into the spool, or sent
+
+
+def _after_upload(result: UploadResult, log: Path | bytes, fields: dict[str, str], key: str, *,
+                  server: str, source: str, kept_at: Path | None, extra: dict[str, Any],
+                  answer_to_stderr: bool, as_json: bool, copy: bool) -> Delivery:
     if result.ok:
         if result.answer is not None and as_json:
             click.echo(json.dumps(result.answer, indent=2), err=answer_to_stderr)

@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -132,16 +134,19 @@ class _LogSink:
         with self._lock:
             self.collapsers[stream].feed(data)
 
-    def snapshot(self) -> bytes:
-        """The log so far, including lines not finished yet, without disturbing the file."""
+    def snapshot(self) -> Path:
+        """The log so far, including lines not finished yet, copied in chunks to a new
+        file beside it (the caller removes it): the log may be gigabytes, memory is not."""
         with self._lock:
             self._file.flush()
-            data = self.path.read_bytes()
-            for name, collapser in self.collapsers.items():
-                pending = collapser.pending()
-                if pending:
-                    data += self._redactors[name].peek(pending + b"\n")
-            return data
+            handle, name = tempfile.mkstemp(prefix=".kb-snapshot-", suffix=".log", dir=self.path.parent)
+            with os.fdopen(handle, "wb") as out, self.path.open("rb") as log:
+                shutil.copyfileobj(log, out, 1 << 20)
+                for stream, collapser in self.collapsers.items():
+                    pending = collapser.pending()
+                    if pending:
+                        out.write(self._redactors[stream].peek(pending + b"\n"))
+            return Path(name)
 
     def close(self) -> None:
         with self._lock:
@@ -333,7 +338,7 @@ class Runner:
                     return Verdict("not_ready", None, fatal_line=self._sink.fatal_line)
             time.sleep(0.05)
 
-    def snapshot(self) -> bytes:
+    def snapshot(self) -> Path:
         assert self._sink is not None
         return self._sink.snapshot()
 

@@ -14,6 +14,8 @@ ENV_TOKEN = "KB_TOKEN"  # sent as `Authorization: Bearer <token>`
 ENV_SPOOL_DIR = "KB_SPOOL_DIR"  # logs waiting for `kb flush`
 ENV_LOG_DIR = "KB_LOG_DIR"  # every log `kb run` saves
 ENV_REPORTER = "KB_REPORTER"  # who reports (default: the login name)
+ENV_UPLOAD_MAX_MB = "KB_UPLOAD_MAX_MB"  # larger logs are sent as head + tail (the service's limit)
+DEFAULT_UPLOAD_MAX_MB = 256  # the service's default KB_MAX_UPLOAD_MB
 
 APP_NAME = "crash-kb"
 
@@ -49,3 +51,12 @@ def ensure_private_dir(path: Path) -> Path:
     """Crash logs can hold prompts and paths: keep their directories to the user."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
+
+
+def upload_limit() -> int:
+    """Bytes of log one upload may carry; a larger log is sent as its head and tail."""
+    try:
+        value = float(os.environ.get(ENV_UPLOAD_MAX_MB) or DEFAULT_UPLOAD_MAX_MB)
+    except ValueError:
+        value = DEFAULT_UPLOAD_MAX_MB
+    return max(int(value * 1024 * 1024), 64 * 1024)

@@ -12,7 +12,8 @@ Modes:
   serve    start-up, then wait for the engine forever; record signals to --marker
   stubborn like serve, but ignore SIGINT and SIGTERM (only SIGKILL stops it)
   kill9    start-up, then die by SIGKILL (as the OOM killer does)
-Options: --pids FILE (pids of every process, one a line), --marker FILE (signals seen).
+Options: --pids FILE (pids of every process, one a line), --marker FILE (signals seen),
+--flood MB (that many megabytes of start-up INFO lines before the workers start).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--worker-mode", default="")
     parser.add_argument("--pids")
     parser.add_argument("--marker")
+    parser.add_argument("--flood", type=int, default=0)
     args = parser.parse_args()
     if args.mode == "worker":
         worker(args.rank, args.worker_mode, args.pids, args.marker)
@@ -119,6 +121,12 @@ def main() -> None:
         return
     if mode == "kill9":
         os.kill(os.getpid(), signal.SIGKILL)
+    if args.flood:  # a long, chatty start-up: 4 KiB lines, written a megabyte at a time
+        line = f"{api} INFO {STAMP} [loader.py:88] " + "weights shard loaded " * 190 + "\n"
+        block = line * (1024 * 1024 // len(line))
+        for _ in range(args.flood):
+            sys.stdout.write(block)
+        sys.stdout.flush()
 
     workers = [
         subprocess.Popen(
