@@ -97,6 +97,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("api_tokens", "KB_API_TOKENS", None, _tokens,
             "Comma-separated bearer tokens. When set, every write (POST/PATCH except "
             "POST /analyze) needs `Authorization: Bearer <token>`.", secret=True),
+    Setting("protect_reads", "KB_PROTECT_READS", None, _bool,
+            "With KB_API_TOKENS set, require a token for reads too: every answer, page and "
+            "stored log (pages sign in once; /healthz stays open). Default 0: anyone who can "
+            "reach the service can read, only writes need a token."),
     Setting("public_url", "KB_PUBLIC_URL", None, str,
             "Base URL used in links the API returns (incident `url`). Default: the request's "
             "own base URL."),
@@ -130,6 +134,7 @@ class Settings:
     seeds_dir: Path = field(default_factory=default_seeds_dir)
     max_upload_mb: int = 256
     api_tokens: tuple[str, ...] = ()
+    protect_reads: bool = False
     public_url: str | None = None
     host: str = "127.0.0.1"
     allowed_hosts: tuple[str, ...] = ()

@@ -141,6 +141,33 @@ def negotiated(request: Request, explicit: AnswerFormat | None, struct: Any,
                     media_type=MediaType.TEXT)
 
 
+TOKEN_COOKIE = "kb_token"  # the UI keeps the token it signed in with here (kb/web/pages.py)
+# Reads that stay open when KB_PROTECT_READS is set: liveness, signing in, static assets.
+OPEN_READS = ("/healthz", "/ui/signin", "/ui/static/", "/schema/assets/")
+
+
+def token_ok(connection: ASGIConnection, *, cookie: bool = False) -> bool:
+    """The request carries one of KB_API_TOKENS: `Authorization: Bearer`, or (pages)
+    the sign-in cookie. Compared in constant time."""
+    tokens = settings_of(connection.app.state).api_tokens
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    given = [token.strip()] if scheme.lower() == "bearer" else []
+    if cookie:
+        given.append(connection.cookies.get(TOKEN_COOKIE, ""))
+    return any(g and hmac.compare_digest(g.encode(), t.encode()) for g in given for t in tokens)
+
+
+def reads_allowed(connection: ASGIConnection) -> bool:
+    """KB_PROTECT_READS: a read needs a token like a write; the open ones excepted."""
+    settings = settings_of(connection.app.state)
+    if not (settings.protect_reads and settings.api_tokens):
+        return True
+    if connection.scope.get("method", "GET") not in ("GET", "HEAD"):
+        return True  # writes have their own guard
+    path = connection.scope.get("path", "")
+    return path.startswith(OPEN_READS) or token_ok(connection, cookie=True)
+
+
 async def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """Writes need `Authorization: Bearer <token>` when KB_API_TOKENS is set. Async
     although it never waits: Litestar runs a sync guard in a worker thread, a thread

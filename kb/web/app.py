@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from urllib.parse import urlencode
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ from litestar import Litestar, MediaType, Request, Response
 from litestar.datastructures import MutableScopeHeaders, State
 from litestar.types import Message, Scope
 from litestar.exceptions import HTTPException
+from litestar.response import Redirect
 from sqlalchemy import exc as sa_exc
 
 from kb import textreport
@@ -19,7 +21,7 @@ from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api, apidocs
-from kb.web.crossorigin import allowed_host_names, refuse_other_sites
+from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
 from kb.web.negotiate import VARY, answer_format
 from kb.web.supervision import die_with_parent
 
@@ -37,6 +39,12 @@ def _error(request: Request, status: int, detail: str, headers: dict[str, str] |
     (the same negotiation as the answers, kb/web/negotiate.py; a page's own errors are
     pages, kb/web/pages.py)."""
     headers = {**(headers or {}), "Vary": VARY}
+    if request.url.path.startswith("/ui/"):  # a page's error is a page
+        from kb.web.pages import error_page
+
+        page = error_page(request, status, detail)
+        page.headers.update(headers)
+        return page
     explicit = request.query_params.get("format")
     form = answer_format(explicit if explicit in ("json", "text", "html") else None,  # type: ignore[arg-type]
                          request.headers.get("accept"), request.headers.get("user-agent"))
@@ -75,6 +83,8 @@ def on_storage_error(request: Request, exc: Exception) -> Response[Any]:
 
 
 def on_http_exception(request: Request, exc: HTTPException) -> Response[Any]:
+    if isinstance(exc, SignInRequired):
+        return Redirect(f"/ui/signin?{urlencode({'next': exc.next})}", status_code=303)
     return _error(request, exc.status_code, exc.detail, dict(exc.headers or {}) or None,
                   getattr(exc, "extra", None))
 

@@ -19,10 +19,11 @@ import ipaddress
 from collections.abc import Mapping
 
 from litestar.connection import ASGIConnection
-from litestar.exceptions import HTTPException, PermissionDeniedException
+from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
 from kb.config import Settings
+from kb.web.api import reads_allowed
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -76,9 +77,25 @@ def check_host(names: frozenset[str] | None, headers: Mapping[str, str]) -> None
                    f"{', '.join(sorted(names))} (add a proxy's names to KB_ALLOWED_HOSTS)")
 
 
+class SignInRequired(NotAuthorizedException):
+    """A page read while KB_PROTECT_READS is set and the browser has not signed in: it
+    is sent to the sign-in page, which brings it back."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(detail="sign in to read this knowledge base (KB_PROTECT_READS is set)")
+        self.next = path
+
+
 async def refuse_other_sites(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """App-wide guard. Async: Litestar runs a sync guard in a worker thread."""
     check_host(connection.app.state.allowed_host_names, connection.headers)
+    if not reads_allowed(connection):
+        path = connection.scope.get("path", "")
+        if path == "/" or path.startswith("/ui"):
+            raise SignInRequired(path)
+        raise NotAuthorizedException(detail="this read needs Authorization: Bearer <token> "
+                                            "(KB_PROTECT_READS is set)",
+                                     headers={"WWW-Authenticate": 'Bearer realm="crash-kb"'})
     if is_cross_origin_write(connection.scope.get("method", "GET"), connection.headers):
         raise PermissionDeniedException(
             "cross-origin write refused: this request came from a page of another site")

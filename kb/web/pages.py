@@ -41,11 +41,10 @@ from kb.services.views import (
     NewFix,
     NewOutcome,
 )
-from kb.web.api import StoredId, base_url, db_of, in_thread, settings_of, upload_answer
+from kb.web.api import TOKEN_COOKIE, StoredId, base_url, db_of, in_thread, settings_of, upload_answer
 from kb.web.uploads import read_form
 
 HERE = Path(__file__).parent
-TOKEN_COOKIE = "kb_token"
 ENGINES = tuple(e for e in CORE_ENGINES if e != "other")  # the list filter's choices
 UPLOAD_FORM_FIELDS = frozenset({*ingest.OVERRIDE_FIELDS, "text", "mode"})
 
