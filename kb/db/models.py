@@ -269,5 +269,22 @@ class IncidentFacet(Base):
     __table_args__ = (Index("ix_incident_facets_kind_value", "kind", "value"),)
 
 
-TABLES = ("fix_outcomes", "fixes", "occurrences", "incident_facets", "incident_fingerprints",
+class IncidentMerge(Base):
+    """A merge a person made, with the rows it moved: an unmerge moves exactly those back
+    (wherever later merges took them), so later uploads follow the split."""
+
+    __tablename__ = "incident_merges"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"), index=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"))
+    # {"occurrences": [ids], "fixes": [ids], "fingerprints": [ids], "facets": [[kind, value]]}
+    moved: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    # the source's own fields the merge changed: next_incident_id, recommended_path
+    source_state: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    undone_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+TABLES = ("incident_merges", "fix_outcomes", "fixes", "occurrences", "incident_facets", "incident_fingerprints",
           "incidents")

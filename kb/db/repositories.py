@@ -35,6 +35,7 @@ from kb.db.models import (
     Incident,
     IncidentFacet,
     IncidentFingerprint,
+    IncidentMerge,
     Occurrence,
     TemplateTerm,
     UTCDateTime,
@@ -471,12 +472,47 @@ class Repository:
 
     # ---- merges --------------------------------------------------------------------
 
-    def move_incident_rows(self, source_id: int, target_id: int) -> None:
-        """Occurrences, fixes and fingerprints of `source` now belong to `target`."""
-        for model in (Occurrence, Fix, IncidentFingerprint):
+    def move_incident_rows(self, source_id: int, target_id: int) -> dict[str, list[Any]]:
+        """Occurrences, fixes and fingerprints of `source` now belong to `target`. Returns
+        what moved (ids, and the source's facets), for the merge record."""
+        moved: dict[str, list[Any]] = {}
+        for name, model in (("occurrences", Occurrence), ("fixes", Fix),
+                            ("fingerprints", IncidentFingerprint)):
+            moved[name] = list(self.s.scalars(select(model.id).where(model.incident_id == source_id)))
             self.s.execute(update(model).where(model.incident_id == source_id)
                            .values(incident_id=target_id))
+        moved["facets"] = [[k, v] for k, v in self.s.execute(
+            select(IncidentFacet.kind, IncidentFacet.value).where(IncidentFacet.incident_id == source_id))]
         self.move_facets(source_id, target_id)
+        return moved
+
+    def restore_incident_rows(self, moved: dict[str, list[Any]], source_id: int) -> None:
+        """The rows a merge moved go back to `source`, wherever later merges took them."""
+        for name, model in (("occurrences", Occurrence), ("fixes", Fix),
+                            ("fingerprints", IncidentFingerprint)):
+            ids = [int(i) for i in moved.get(name) or []]
+            for start in range(0, len(ids), 500):
+                self.s.execute(update(model).where(model.id.in_(ids[start:start + 500]))
+                               .values(incident_id=source_id))
+        self.add_facets(source_id, [(k, v) for k, v in moved.get("facets") or []])
+
+    def occurrence_span(self, incident_id: int) -> tuple[int, datetime | None, datetime | None]:
+        """How many occurrences an incident has, its first and its last."""
+        count, first, last = self.s.execute(
+            select(func.count(Occurrence.id), func.min(Occurrence.created_at), func.max(Occurrence.created_at))
+            .where(Occurrence.incident_id == incident_id)).one()
+        return int(count or 0), first, last
+
+    def last_merge(self, source_id: int) -> IncidentMerge | None:
+        """The merge that folded `source` away, when it is recorded and not undone."""
+        return self.s.scalars(select(IncidentMerge).where(
+            IncidentMerge.source_id == source_id, IncidentMerge.undone_at.is_(None))
+            .order_by(IncidentMerge.id.desc()).limit(1)).first()
+
+    def merges_of(self, incident_id: int) -> list[IncidentMerge]:
+        return list(self.s.scalars(select(IncidentMerge).where(
+            or_(IncidentMerge.source_id == incident_id, IncidentMerge.target_id == incident_id))
+            .order_by(IncidentMerge.id)))
 
     # ---- the incident list ---------------------------------------------------------
 

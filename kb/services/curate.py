@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kb.core import fixschema
 from kb.core.recommend import Where
-from kb.db.models import Fix, FixOutcome, Incident, utcnow
+from kb.db.models import Fix, FixOutcome, Incident, IncidentMerge, utcnow
 from kb.db.repositories import Repository
 from kb.db.session import Database
 from kb.services.advice import fix_evidence, fix_view, refresh_recommended_path
@@ -174,8 +174,12 @@ def merge_incident(db: Database, incident_id: int, request: MergeRequest, *,
 
 
 def merge_rows(repo: Repository, source: Incident, target: Incident) -> None:
-    """Move everything of `source` onto `target` and mark `source` merged (no checks)."""
-    repo.move_incident_rows(source.id, target.id)
+    """Move everything of `source` onto `target`, mark `source` merged and record what
+    moved, so an unmerge can move it back (no checks)."""
+    state = {"next_incident_id": source.next_incident_id, "recommended_path": source.recommended_path}
+    moved = repo.move_incident_rows(source.id, target.id)
+    repo.s.add(IncidentMerge(source_id=source.id, target_id=target.id, moved=moved,
+                             source_state=state, created_at=utcnow()))
     target.occurrence_count += source.occurrence_count
     seen = [d for d in (source.first_seen, target.first_seen) if d]
     target.first_seen = min(seen) if seen else None
@@ -192,5 +196,37 @@ def merge_rows(repo: Repository, source: Incident, target: Incident) -> None:
     repo.s.flush()
 
 
+def unmerge_incident(db: Database, incident_id: int, *, base_url: str) -> IncidentDetail:
+    """Undo the recorded merge that folded `incident_id` away: its occurrences, fixes,
+    fingerprints and facets come back (from wherever later merges took them), both
+    incidents' counts are recomputed, and later uploads of its fingerprints route to it
+    again. The merge record is kept, marked undone."""
+    with db.write() as session:
+        repo = Repository(session)
+        source = repo.incident(incident_id, lock=True)
+        if source is None:
+            raise NotFound(f"incident {incident_id} does not exist")
+        if source.merged_into_id is None:
+            raise Conflict(f"incident {incident_id} is not merged into another one")
+        record = repo.last_merge(source.id)
+        if record is None:
+            raise Conflict(f"incident {incident_id} was merged before merges were recorded: "
+                           "nothing says which rows were its own")
+        holder = repo.incident(repo.live_incident_id(source.id), lock=True)
+        assert holder is not None
+        repo.restore_incident_rows(record.moved, source.id)
+        now = utcnow()
+        source.merged_into_id = None
+        source.next_incident_id = record.source_state.get("next_incident_id")
+        for incident in (source, holder):
+            incident.occurrence_count, incident.first_seen, incident.last_seen = repo.occurrence_span(incident.id)
+            incident.updated_at = now
+        record.undone_at = now
+        session.flush()
+        refresh_recommended_path(repo, source)
+        refresh_recommended_path(repo, holder)
+        return detail_in(repo, source.id, base_url=base_url)
+
+
 __all__ = ["add_fix", "add_outcome", "edit_fix", "merge_incident", "merge_rows",
-           "patch_incident"]
+           "patch_incident", "unmerge_incident"]

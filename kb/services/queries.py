@@ -27,6 +27,7 @@ from kb.services.views import (
     IncidentSummary,
     LinkedIncident,
     ListQuery,
+    MergeView,
     OccurrenceView,
     Timeline,
 )
@@ -164,7 +165,9 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         fixes=fixes,
         similar=similar_incidents(repo, incident.id, fingerprints, candidate_limit),
         recommendation=recommendation,
-        analysis=repo.latest_analysis(incident.id))
+        analysis=repo.latest_analysis(incident.id),
+        merges=[MergeView(m.id, m.source_id, m.target_id, m.created_at, m.undone_at)
+                for m in repo.merges_of(incident.id)])
 
 
 def occurrence_log(db: Database, occurrence_id: int) -> str:

@@ -191,6 +191,17 @@ class FingerprintView:
 
 
 @dataclass(slots=True)
+class MergeView:
+    """A merge a person made (and, when `undone_at` is set, undid)."""
+
+    id: int
+    source_id: int
+    target_id: int
+    created_at: datetime
+    undone_at: datetime | None = None
+
+
+@dataclass(slots=True)
 class IncidentDetail:
     id: int
     url: str
@@ -229,6 +240,7 @@ class IncidentDetail:
     # The stored analysis (`kb analyze --json`) of the newest occurrence: root-cause
     # traceback, wrapper errors, timing. None for incidents never uploaded (seeds).
     analysis: dict[str, Any] | None = None
+    merges: list[MergeView] = field(default_factory=list)  # into or out of this incident
 
 
 @dataclass(slots=True)

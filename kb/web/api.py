@@ -199,7 +199,7 @@ ERROR_MEANINGS = {
     401: "KB_API_TOKENS is set and the request has no valid `Authorization: Bearer <token>`.",
     403: "A write that a browser sent from another site's page.",
     404: "No such id.",
-    409: "Impossible merge (into itself, or an incident already merged).",
+    409: "Impossible merge or unmerge (into itself, already merged, not merged).",
     413: "The log is larger than KB_MAX_UPLOAD_MB (before or after gzip decompression).",
     415: "Unsupported media type or content encoding.",
     422: "The upload is not a text log; `detail` says why.",
@@ -361,6 +361,17 @@ async def merge_incident(request: Request, state: State, incident_id: StoredId,
                            base_url=base_url(request))
 
 
+@post("/incidents/{incident_id:int}/unmerge", guards=[require_token], status_code=200,
+      tags=["curation"], summary="Undo the merge of an incident into another one",
+      description="Its occurrences, fixes and fingerprints come back, and later uploads of "
+                  "its crash route to it again. 409 when it is not merged, or was merged "
+                  "before merges were recorded.",
+      responses=errors(*WRITE_ERRORS, 404, 409))
+async def unmerge_incident(request: Request, state: State, incident_id: StoredId) -> IncidentDetail:
+    return await in_thread(state, curate.unmerge_incident, db_of(state), incident_id,
+                           base_url=base_url(request))
+
+
 @get("/occurrences/{occurrence_id:int}/log", tags=["incidents"], media_type="text/plain",
      summary="The stored (redacted) log of one upload", responses=errors(404))
 async def occurrence_log(state: State, occurrence_id: StoredId) -> str:
@@ -373,4 +384,4 @@ async def healthz(state: State) -> Health:
 
 
 ROUTES = [upload_incident, analyze_log, list_incidents, get_incident, patch_incident, add_fix,
-          edit_fix, add_outcome, merge_incident, occurrence_log, healthz]
+          edit_fix, add_outcome, merge_incident, unmerge_incident, occurrence_log, healthz]

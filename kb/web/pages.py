@@ -105,6 +105,7 @@ NOTICES = {
     "worked": "Recorded: fix #{fix} worked.",
     "failed": "Recorded: fix #{fix} failed.",
     "merged": "Merged #{merged} into #{into}.",
+    "unmerged": "Unmerged #{unmerged}: its occurrences, fixes and fingerprints are back.",
     "signed-in": "Signed in.",
     "signed-out": "Signed out.",
 }
@@ -449,6 +450,18 @@ async def merge_incident(request: Request, state: State, incident_id: StoredId) 
     return see_other(f"/ui/incidents/{target.id}", "merged", merged=incident_id, into=target.id)
 
 
+@post("/ui/incidents/{incident_id:int}/unmerge", include_in_schema=False)
+async def unmerge_incident(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
+    if not may_write(request):
+        return need_token(request)
+    try:
+        await in_thread(state, curate.unmerge_incident, db_of(state), incident_id,
+                        base_url=base_url(request))
+    except ServiceError as exc:
+        return error_page(request, exc.status_code, exc.detail)
+    return see_other(f"/ui/incidents/{incident_id}", "unmerged", unmerged=incident_id)
+
+
 # ---- sign in with a token -------------------------------------------------------------
 
 
@@ -485,7 +498,7 @@ static = create_static_files_router(path="/ui/static", directories=[HERE / "stat
                                     include_in_schema=False, name="ui-static")
 
 ROUTES = [home, incident_list_page, incident_detail_page, upload_page, upload_submit,
-          edit_incident, add_fix, edit_fix, add_outcome, merge_incident, signin_page, signin, signout,
+          edit_incident, add_fix, edit_fix, add_outcome, merge_incident, unmerge_incident, signin_page, signin, signout,
           static]
 
 __all__ = ["ROUTES", "as_form_text", "sparkline"]

@@ -252,3 +252,32 @@ def test_an_id_in_a_body_has_the_range_of_a_path_id(client):
         assert refused.status_code == 400, (into, refused.text)
         assert "into" in refused.text
     assert client.get(f"/incidents/{incident_id}").json()["merged_into"] is None
+
+
+def test_unmerge_restores_both_incidents_and_later_uploads_follow_it(client):
+    """Merge B into A, then unmerge B: B's occurrences and fix come back, both counts
+    are right again, and a later upload of B's crash lands on B, not on A."""
+    a = upload(client, vllm_log()).json()["incident"]["id"]
+    b = upload(client, vllm_log(**NCCL)).json()["incident"]["id"]
+    upload(client, vllm_log(**NCCL, seed=3))
+    fix = client.post(f"/incidents/{b}/fixes", json={"title": "Give NCCL more /dev/shm", "kind": "config",
+                                                      "change": {"flags": ["--shm-size=16g"]}}).json()
+    merged = client.post(f"/incidents/{b}/merge", json={"into": a})
+    assert merged.status_code == 200 and merged.json()["occurrence_count"] == 3
+    assert upload(client, vllm_log(**NCCL, seed=5)).json()["incident"]["id"] == a  # follows the merge
+
+    undone = client.post(f"/incidents/{b}/unmerge")
+    assert undone.status_code == 200, undone.text
+    detail = undone.json()
+    assert detail["merged_into"] is None and detail["occurrence_count"] == 2
+    assert [f["id"] for f in detail["fixes"]] == [fix["id"]]
+    assert [(m["source_id"], m["target_id"], m["undone_at"] is not None) for m in detail["merges"]] == [(b, a, True)]
+    a_detail = client.get(f"/incidents/{a}").json()
+    assert a_detail["occurrence_count"] == 2  # its own, and the upload that followed the merge
+    assert fix["id"] not in [f["id"] for f in a_detail["fixes"]]
+    later = upload(client, vllm_log(**NCCL, seed=9)).json()
+    assert later["match"]["status"] == "known" and later["incident"]["id"] == b  # follows the unmerge
+    again = client.post(f"/incidents/{b}/unmerge")
+    assert again.status_code == 409 and "not merged" in again.json()["detail"]
+    listing = {i["id"] for i in client.get("/incidents").json()["items"]}
+    assert {a, b} <= listing

@@ -385,3 +385,16 @@ def test_a_page_error_is_a_page(client):
     bad_id = client.get("/ui/incidents/99999999999999999999")
     assert bad_id.status_code == 400 and bad_id.headers["content-type"].startswith("text/html")
     assert "<h1>" in bad_id.text
+
+
+def test_the_page_of_a_merged_incident_offers_the_unmerge(client):
+    a = upload(client, vllm_log()).json()["incident"]["id"]
+    b = upload(client, vllm_log(**NCCL)).json()["incident"]["id"]
+    client.post(f"/incidents/{b}/merge", json={"into": a})
+    page = client.get(f"/ui/incidents/{b}").text
+    assert f'action="/ui/incidents/{b}/unmerge"' in page
+    done = client.post(f"/ui/incidents/{b}/unmerge", follow_redirects=False)
+    assert done.status_code == 303 and "done=unmerged" in done.headers["location"]
+    page = client.get(done.headers["location"]).text
+    assert f"Unmerged #{b}" in page and "undone" in page
+    assert client.get(f"/incidents/{b}").json()["merged_into"] is None
