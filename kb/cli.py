@@ -14,6 +14,7 @@ COMMANDS = {
     "serve": "kb.web.commands:serve",
     "db": "kb.db.commands:db",
     "seed": "kb.db.commands:seed",
+    "reanalyze": "kb.commands.reanalyze:reanalyze",
     "run": "kb.client.commands:run",
     "submit": "kb.client.commands:submit",
     "flush": "kb.client.commands:flush",
