@@ -157,9 +157,17 @@ def test_upload_search_open_fix_outcome_merge(page, server, tmp_path):
     expect(page.locator("p.flash")).to_have_text(f"Merged #{nccl} into #{kv}.")
     expect(page.locator("#occ-h")).to_contain_text("3")
     page.goto(f"{server}/ui/incidents/{nccl}")
-    expect(page.locator("p.flash.warn")).to_contain_text("was merged into")
+    expect(page.locator(".flash.warn")).to_contain_text("was merged into")
     page.goto(f"{server}/ui/incidents")
     expect(page.locator("li.incident")).to_have_count(3)
+
+    # unmerge it again from the merged incident's page: both are listed once more
+    page.goto(f"{server}/ui/incidents/{nccl}")
+    page.get_by_role("button", name=f"Unmerge #{nccl}").click()
+    expect(page.locator("p.flash")).to_contain_text(f"Unmerged #{nccl}")
+    _shot(page, "unmerged.png")
+    page.goto(f"{server}/ui/incidents")
+    expect(page.locator("li.incident")).to_have_count(4)
 
     # the redacted log of an occurrence opens as text
     page.goto(f"{server}/ui/incidents/{script}")
