@@ -204,6 +204,9 @@ class Occurrence(Base):
     cuda_visible_devices: Mapped[str | None] = mapped_column(String(200))
     torch_version: Mapped[str | None] = mapped_column(String(60))
     failure: Mapped[str | None] = mapped_column(String(20))
+    # The rules the upload was analyzed and identified with (kb.services.ruleset): which
+    # stored identities a new analyzer may move (`kb reanalyze --dry-run`). NULL: before 0006.
+    ruleset: Mapped[str | None] = mapped_column(String(40))
     # The client's Idempotency-Key: a retried upload (the answer was lost) is recognised
     # by it and answered again instead of being stored twice. Unique, so two concurrent
     # retries cannot both insert; NULLs (uploads without a key) never collide.

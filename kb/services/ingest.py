@@ -46,6 +46,7 @@ from kb.services.matching import (
     similar_incidents,
     unique_route,
 )
+from kb.services.ruleset import ruleset
 from kb.services.views import (
     IncidentRef,
     MatchView,
@@ -356,7 +357,7 @@ def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, 
         host=overrides.host, command=overrides.command, exit_code=overrides.exit_code,
         cuda_visible_devices=overrides.cuda_visible_devices,
         torch_version=overrides.torch_version, failure=overrides.failure,
-        idempotency_key=idempotency_key, created_at=now)
+        ruleset=ruleset(), idempotency_key=idempotency_key, created_at=now)
 
 
 def _facets(analysis: Analysis) -> set[tuple[str, str]]:

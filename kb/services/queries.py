@@ -117,7 +117,7 @@ def _occurrence_view(o: Occurrence, base_url: str) -> OccurrenceView:
         command=o.command, exit_code=o.exit_code, log_bytes=o.log_bytes, log_lines=o.log_lines,
         log_url=f"{base_url.rstrip('/')}/occurrences/{o.id}/log",
         cuda_visible_devices=o.cuda_visible_devices, torch_version=o.torch_version,
-        failure=o.failure)
+        failure=o.failure, ruleset=o.ruleset)
 
 
 def incident_detail(db: Database, incident_id: int, *, base_url: str,

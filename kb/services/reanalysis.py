@@ -17,6 +17,7 @@ from kb.db.repositories import Repository
 from kb.db.session import Database
 from kb.services.ingest import Overrides, with_overrides
 from kb.services.matching import route_key
+from kb.services.ruleset import ruleset
 
 BATCH = 200
 
@@ -24,6 +25,7 @@ BATCH = 200
 @dataclass(slots=True)
 class Regrouping:
     occurrences: int = 0
+    other_rulesets: int = 0  # stored by rules other than the installed ones (or before 0006)
     changed: int = 0  # its log now gives another fingerprint than the one stored
     unidentified: int = 0  # its log now shows no cause (or a weak one): it would stand alone
     moves: list[tuple[int, int, int]] = field(default_factory=list)  # occurrence, from, to
@@ -31,7 +33,8 @@ class Regrouping:
     merges: list[tuple[int, ...]] = field(default_factory=list)  # incidents sharing one identity
 
     def lines(self, shown: int = 10) -> list[str]:
-        out = [f"occurrences re-analyzed: {self.occurrences}",
+        out = [f"occurrences re-analyzed: {self.occurrences} "
+               f"({self.other_rulesets} stored by other rules than {ruleset()})",
                f"  another fingerprint than stored: {self.changed}",
                f"  no identifying cause any more:   {self.unidentified}",
                f"  would move to another incident:  {len(self.moves)}"]
@@ -54,13 +57,14 @@ def plan(db: Database) -> Regrouping:
         while True:
             rows = session.execute(
                 select(Occurrence.id, Occurrence.incident_id, Occurrence.fingerprint_hash,
-                       Occurrence.engine, Occurrence.log_compressed)
+                       Occurrence.engine, Occurrence.ruleset, Occurrence.log_compressed)
                 .where(Occurrence.id > last).order_by(Occurrence.id).limit(BATCH)).all()
             if not rows:
                 break
-            for occurrence_id, incident_id, stored_hash, engine, blob in rows:
+            for occurrence_id, incident_id, stored_hash, engine, stored_rules, blob in rows:
                 last = occurrence_id
                 report.occurrences += 1
+                report.other_rulesets += stored_rules != ruleset()
                 analysis, features = with_overrides(analyze(decompress_log(blob)), Overrides(engine=engine))
                 fingerprint = analysis.fingerprint
                 report.changed += fingerprint.hash != stored_hash

@@ -167,6 +167,7 @@ class OccurrenceView:
     cuda_visible_devices: str | None = None
     torch_version: str | None = None
     failure: str | None = None  # exit | hang | not_ready (sent by `kb run`)
+    ruleset: str | None = None  # the rules it was analyzed with (kb.services.ruleset)
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ def _occurrence(**changes):
         model_arch="kimi_k2", gpu_name="NVIDIA H100 80GB HBM3", gpu_count=8, tp=8, dp=None,
         pp=1, ep=None, phase="kv_cache_profiling", reporter="ana", host=None,
         command="vllm serve moonshotai/Kimi-K2 --tp 8", exit_code=1,
-        cuda_visible_devices="0,1,2,3,4,5,6,7", torch_version="2.8.0", failure="exit",
+        cuda_visible_devices="0,1,2,3,4,5,6,7", torch_version="2.8.0", failure="exit", ruleset="v4-0123456789ab",
         idempotency_key=None, created_at=datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
     values.update(changes)
     assert set(values) == set(OCCURRENCE_COLUMNS) - {"incident_id"}

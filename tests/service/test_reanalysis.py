@@ -9,6 +9,7 @@ from sqlalchemy import text
 
 from kb.cli import main
 from kb.services.reanalysis import plan
+from kb.services.ruleset import ruleset
 from tests.service.helpers import api_client, upload
 from tests.service.logs import HEADS, NCCL, vllm_log
 
@@ -31,6 +32,7 @@ def test_dry_run_reports_the_regrouping_of_a_kb_built_by_older_rules(db):
 
     report = plan(db)
     assert report.occurrences == 4 and report.changed == 4
+    assert report.other_rulesets == 0  # stored by the installed rules: only the groupings were old
     assert oom in report.splits  # its logs: the OOM and the NCCL crash
     assert (oom, heads) in report.merges  # the OOM's two logs, in two incidents
     assert {(a, b) for _, a, b in report.moves} >= {(oom, nccl), (heads, oom)}
@@ -42,5 +44,11 @@ def test_dry_run_reports_the_regrouping_of_a_kb_built_by_older_rules(db):
     assert result.exit_code == 0, result.output
     assert "another fingerprint than stored: 4" in result.output
     assert f"#{oom}: its logs now give 2 identities" in result.output
+    with db.write() as session:
+        session.execute(text("UPDATE occurrences SET ruleset = NULL WHERE id = :id"), {"id": last})
+    assert plan(db).other_rulesets == 1
+    with api_client(db) as client:
+        stored = client.get(f"/incidents/{oom}").json()["occurrences"]
+        assert {o["ruleset"] for o in stored} == {ruleset()}
     refused = CliRunner().invoke(main, ["reanalyze", "--database-url", db.url])
     assert refused.exit_code == 2 and "--dry-run" in refused.output
