@@ -139,6 +139,13 @@ _HEAD_BY_ROUTE = routed(Incident.merged_into_id, *HEAD_COLUMNS)
 _HEAD_BY_ID = select(*HEAD_COLUMNS).where(Incident.id == bindparam("incident_id"))
 _COUNT_OCCURRENCE = counting(Incident.id == bindparam("incident_id"))
 _ADD_OCCURRENCE = insert(Occurrence).returning(Occurrence.id)
+
+
+def _like_literal(text: str) -> str:
+    """User text inside a LIKE pattern, its wildcards taken literally (escape: backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 _ADD_FACETS = {
     "postgresql": postgresql.insert(IncidentFacet).on_conflict_do_nothing(),
     "sqlite": sqlite.insert(IncidentFacet).on_conflict_do_nothing(),
@@ -525,8 +532,8 @@ class Repository:
                      .correlate(Incident).scalar_subquery())
         conditions: list[Any] = [Incident.merged_into_id.is_(None)]
         if q:
-            like = f"%{q.lower()}%"
-            conditions.append(or_(*(func.lower(col).like(like) for col in (
+            like = f"%{_like_literal(q.lower())}%"
+            conditions.append(or_(*(func.lower(col).like(like, escape="\\") for col in (
                 Incident.title, Incident.signature, Incident.summary, Incident.slug,
                 Incident.notes, Incident.exception))))
         if engine:
@@ -549,12 +556,13 @@ class Repository:
             conditions.append(facet("tag", IncidentFacet.value == tag.lower()))
         if gpu:
             g = gpu.lower()
-            conditions.append(or_(facet("gpu", IncidentFacet.value.like(f"%{g}%")),
+            conditions.append(or_(facet("gpu", IncidentFacet.value.like(f"%{_like_literal(g)}%",
+                                                                        escape="\\")),
                                   facet("gpu_family", IncidentFacet.value == g)))
         if version:
             v = version.lower().lstrip("v")
             seen_on = facet("engine_version", IncidentFacet.value == v,
-                            IncidentFacet.value.like(f"{v}.%"))
+                            IncidentFacet.value.like(f"{_like_literal(v)}.%", escape="\\"))
             conditions.append(or_(seen_on, Incident.id.in_(version_ids or {-1})))
         where = and_(*conditions)
         total = self.s.execute(select(func.count()).select_from(Incident).where(where)).scalar_one()

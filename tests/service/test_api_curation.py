@@ -281,3 +281,14 @@ def test_unmerge_restores_both_incidents_and_later_uploads_follow_it(client):
     assert again.status_code == 409 and "not merged" in again.json()["detail"]
     listing = {i["id"] for i in client.get("/incidents").json()["items"]}
     assert {a, b} <= listing
+
+
+def test_search_takes_wildcards_literally(client):
+    """`%` and `_` in a query are characters, not LIKE wildcards: a query of `%` finds
+    nothing, and an underscore matches only an underscore (SQLite and Postgres)."""
+    upload(client, vllm_log())
+    upload(client, vllm_log(**HEADS))
+    assert client.get("/incidents", params={"q": "%"}).json()["total"] == 0
+    assert client.get("/incidents", params={"q": "attention heads"}).json()["total"] == 1
+    assert client.get("/incidents", params={"q": "attention_heads"}).json()["total"] == 0  # _ is no space
+    assert client.get("/incidents", params={"gpu": "%"}).json()["total"] == 0
