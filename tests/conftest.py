@@ -242,6 +242,19 @@ def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None
     raise TimeoutError(f"{url} did not answer in {timeout}s ({last})")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
 def free_port() -> int:
     return _free_port()
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from kb.db import migrate
 from kb.db.session import Database
-from tests.conftest import ThrowawayCluster
+from tests.conftest import ThrowawayCluster, child_pids
 from tests.service.helpers import api_client, upload
 from tests.service.logs import HEADS, NCCL, vllm_log
 
@@ -57,15 +56,7 @@ def test_service_recovers_after_a_database_restart(cluster):
 def _server_pids(cluster) -> list[int]:
     """The postmaster (first line of postmaster.pid) and every process it started."""
     postmaster = int((cluster.dir / "data" / "postmaster.pid").read_text().split()[0])
-    pids = [postmaster]
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == postmaster:
-            pids.append(int(stat.parent.name))
-    return pids
+    return [postmaster, *child_pids(postmaster)]
 
 
 def test_a_frozen_database_gives_503_within_seconds_and_the_service_recovers(cluster):

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from kb.services.seeding import read_seeds
-from tests.conftest import free_port, kb_serve_process
+from tests.conftest import child_pids, free_port, kb_serve_process
 from tests.service.helpers import SAMPLE_SEEDS
 from tests.service.logs import vllm_log
 
@@ -89,18 +89,6 @@ def test_serve_reports_an_unreachable_database(tmp_path):
 
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -112,7 +100,6 @@ def _alive(pid: int) -> bool:
 def test_workers_die_with_a_killed_supervisor_and_the_port_is_free_again(tmp_path):
     """kill -9 of `kb serve --workers 2`: its workers stop within seconds instead of
     serving on as orphans, and a new `kb serve` on the same port starts."""
-    import signal
     import time
 
     port = free_port()
@@ -132,7 +119,7 @@ def test_workers_die_with_a_killed_supervisor_and_the_port_is_free_again(tmp_pat
                     pass
                 assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "serve.log").read_text()
                 time.sleep(0.3)
-            workers = [p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+            workers = [p for p in child_pids(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
             assert len(workers) == 2, workers
             proc.kill()
             proc.wait()
