@@ -94,6 +94,12 @@ SETTINGS: tuple[Setting, ...] = (
             "else ./seeds."),
     Setting("max_upload_mb", "KB_MAX_UPLOAD_MB", None, _positive_int,
             "Largest accepted log, in MiB, before and after gzip decompression (413 above)."),
+    Setting("max_inflight_mb", "KB_MAX_INFLIGHT_MB", None, _positive_int,
+            "MiB of upload bodies (and the room their analysis needs: a gzip body may inflate "
+            "to KB_MAX_UPLOAD_MB) one service process holds at once; further uploads wait."),
+    Setting("upload_queue_seconds", "KB_UPLOAD_QUEUE_SECONDS", None, _positive_float,
+            "Seconds an upload waits for room under KB_MAX_INFLIGHT_MB before it gets 503 "
+            "with Retry-After."),
     Setting("api_tokens", "KB_API_TOKENS", None, _tokens,
             "Comma-separated bearer tokens. When set, every write (POST/PATCH except "
             "POST /analyze) needs `Authorization: Bearer <token>`.", secret=True),
@@ -133,6 +139,8 @@ class Settings:
     seed: bool = True
     seeds_dir: Path = field(default_factory=default_seeds_dir)
     max_upload_mb: int = 256
+    max_inflight_mb: int = 1024
+    upload_queue_seconds: float = 10.0
     api_tokens: tuple[str, ...] = ()
     protect_reads: bool = False
     public_url: str | None = None

@@ -46,6 +46,7 @@ from kb.services.views import (
     UploadResult,
 )
 from kb.services.errors import Unavailable
+from kb.web.budget import ByteBudget, Reservation
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import read_upload
 
@@ -90,11 +91,18 @@ async def compute_in_thread(state: State, func: Callable[..., T], *args: Any, **
     return await anyio.to_thread.run_sync(partial(func, *args, **kwargs), limiter=state.get("limiter"))
 
 
+def budget_of(state: State) -> ByteBudget:
+    return state.budget  # type: ignore[no-any-return]
+
+
 async def upload_answer(request: Request, state: State, data: bytes, overrides: ingest.Overrides,
-                        *, store: bool, idempotency_key: str | None = None) -> UploadResult:
+                        *, store: bool, held: Reservation, idempotency_key: str | None = None
+                        ) -> UploadResult:
     """The pipeline of an upload for the API and the UI: the analysis unbounded, each
-    database step under the deadline."""
+    database step under the deadline, the memory of the analysis taken from the budget
+    (a gzip body may inflate to the upload limit; a plain one is copied once)."""
     settings, db, base = settings_of(state), db_of(state), base_url(request)
+    await held.take(settings.max_upload_bytes if data[:2] == b"\x1f\x8b" else len(data))
     if not store:
         analysis, features = await compute_in_thread(state, ingest.analyze_only, data, overrides,
                                                      max_bytes=settings.max_upload_bytes)
@@ -248,9 +256,9 @@ class UploadOperation(Operation):
         })
 
 
-async def _upload_input(request: Request) -> tuple[bytes, ingest.Overrides]:
+async def _upload_input(request: Request, held: Reservation) -> tuple[bytes, ingest.Overrides]:
     settings = settings_of(request.app.state)
-    data, fields = await read_upload(request, settings.max_upload_bytes)
+    data, fields = await read_upload(request, settings.max_upload_bytes, held)
     values: dict[str, Any] = {k: v for k, v in request.query_params.items()
                               if k in ingest.OVERRIDE_FIELDS}
     values.update(fields)
@@ -266,8 +274,10 @@ async def _upload_input(request: Request) -> tuple[bytes, ingest.Overrides]:
 async def upload_incident(request: Request, state: State,
                           format: Format = None) -> Response[UploadResult]:
     key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
-    data, overrides = await _upload_input(request)
-    result = await upload_answer(request, state, data, overrides, store=True, idempotency_key=key)
+    async with budget_of(state).reservation() as held:
+        data, overrides = await _upload_input(request, held)
+        result = await upload_answer(request, state, data, overrides, store=True, held=held,
+                                     idempotency_key=key)
     page = f"/ui/incidents/{result.incident.id}" if result.incident else None
     return negotiated(request, format, result, textreport.upload_report, page=page,
                       status_code=201 if result.created else 200)
@@ -278,8 +288,9 @@ async def upload_incident(request: Request, state: State,
       summary="Analyze and match a crash log without storing it", description=UPLOAD_DOC)
 async def analyze_log(request: Request, state: State,
                       format: Format = None) -> Response[UploadResult]:
-    data, overrides = await _upload_input(request)
-    result = await upload_answer(request, state, data, overrides, store=False)
+    async with budget_of(state).reservation() as held:
+        data, overrides = await _upload_input(request, held)
+        result = await upload_answer(request, state, data, overrides, store=False, held=held)
     return negotiated(request, format, result, textreport.upload_report)
 
 

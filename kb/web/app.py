@@ -21,6 +21,7 @@ from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api, apidocs
+from kb.web.budget import ByteBudget
 from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
 from kb.web.negotiate import VARY, answer_format
 from kb.web.supervision import die_with_parent
@@ -132,6 +133,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     async def on_startup(app: Litestar) -> None:
         app.state.limiter = anyio.CapacityLimiter(settings.threads)
+        app.state.budget = ByteBudget(settings.max_inflight_mb * 1024 * 1024, settings.upload_queue_seconds)
         die_with_parent()
 
     async def on_shutdown(app: Litestar) -> None:

@@ -41,7 +41,17 @@ from kb.services.views import (
     NewFix,
     NewOutcome,
 )
-from kb.web.api import TOKEN_COOKIE, StoredId, base_url, db_of, in_thread, settings_of, upload_answer
+from kb.web.api import (
+    TOKEN_COOKIE,
+    StoredId,
+    base_url,
+    budget_of,
+    db_of,
+    in_thread,
+    settings_of,
+    upload_answer,
+)
+from kb.web.budget import Reservation
 from kb.web.uploads import read_form
 
 HERE = Path(__file__).parent
@@ -244,10 +254,10 @@ async def upload_page(request: Request) -> Response[str]:
     return render(request, "upload.html", result=None, form={}, may_write=may_write(request))
 
 
-async def _upload_form(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:
+async def _upload_form(request: Request, limit: int, held: Reservation) -> tuple[bytes, dict[str, str]]:
     """The upload form, read as it streams in with the API's limits (a chunked body has
     no length to refuse up front): the chosen file, else the pasted text."""
-    data, fields = await read_form(request, limit, UPLOAD_FORM_FIELDS, "log", frozenset({"text"}))
+    data, fields = await read_form(request, limit, UPLOAD_FORM_FIELDS, "log", frozenset({"text"}), held)
     data = data or b""
     if not data.strip():
         data = fields.get("text", "").replace("\r\n", "\n").encode("utf-8")
@@ -261,12 +271,13 @@ async def upload_submit(request: Request, state: State) -> Response[str]:
     settings = settings_of(state)
     fields: dict[str, str] = {}
     try:
-        data, fields = await _upload_form(request, settings.max_upload_bytes)
-        store = fields.get("mode", "store") != "analyze"
-        if store and not may_write(request):
-            return need_token(request)
-        overrides = ingest.parse_overrides(fields)
-        result = await upload_answer(request, state, data, overrides, store=store)
+        async with budget_of(state).reservation() as held:
+            data, fields = await _upload_form(request, settings.max_upload_bytes, held)
+            store = fields.get("mode", "store") != "analyze"
+            if store and not may_write(request):
+                return need_token(request)
+            overrides = ingest.parse_overrides(fields)
+            result = await upload_answer(request, state, data, overrides, store=store, held=held)
     except ServiceError as exc:
         form = {k: v for k, v in fields.items() if k != "text"}
         return render(request, "upload.html", status_code=exc.status_code, result=None,

@@ -11,6 +11,7 @@ from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMul
 
 from kb.services.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from kb.services.ingest import OVERRIDE_FIELDS
+from kb.web.budget import Reservation
 
 MULTIPART_SLACK = 256 * 1024  # boundaries, headers and the override fields
 MAX_PARTS = 64
@@ -41,9 +42,11 @@ def _check_length(request: Request, limit: int) -> None:
         raise _too_large(limit)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, held: Reservation | None = None) -> bytes:
     body = bytearray()
     async for chunk in request.stream():
+        if held is not None:
+            await held.take(len(chunk))
         body += chunk
         if len(body) > limit:
             raise _too_large(limit)
@@ -52,8 +55,8 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 async def _read_multipart(request: Request, boundary: str, limit: int,
                           wanted: frozenset[str] = frozenset(OVERRIDE_FIELDS),
-                          log_field: str = "log", long_fields: frozenset[str] = frozenset()
-                          ) -> tuple[bytes | None, dict[str, str]]:
+                          log_field: str = "log", long_fields: frozenset[str] = frozenset(),
+                          held: Reservation | None = None) -> tuple[bytes | None, dict[str, str]]:
     """The log (field `log_field`) and the `wanted` text fields of a multipart body, read
     as it streams in: the log and `long_fields` up to `limit`, any other field up to 64 KiB."""
     fields: dict[str, str] = {}
@@ -71,6 +74,8 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
                 received += len(chunk)
                 if received > limit + MULTIPART_SLACK:
                     raise _too_large(limit)
+                if held is not None:
+                    await held.take(len(chunk))
                 for part in parser.parse(chunk):
                     if isinstance(part, MultipartSegment):
                         current, pieces, size = part, [], 0
@@ -107,7 +112,8 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
 
 
 async def read_form(request: Request, limit: int, wanted: frozenset[str], file_field: str,
-                    long_fields: frozenset[str] = frozenset()) -> tuple[bytes | None, dict[str, str]]:
+                    long_fields: frozenset[str] = frozenset(), held: Reservation | None = None
+                    ) -> tuple[bytes | None, dict[str, str]]:
     """A page's multipart form, read with the same limits as an API upload (a chunked
     body has no Content-Length to refuse early: the limit holds while it streams): the
     file of `file_field` and the `wanted` fields; a pasted log is a wanted field that may
@@ -115,15 +121,16 @@ async def read_form(request: Request, limit: int, wanted: frozenset[str], file_f
     content_type, options = _content_type(request)
     _check_length(request, limit + MULTIPART_SLACK)
     if content_type == "application/x-www-form-urlencoded":  # a form without a file input
-        body = await _read_body(request, limit + MULTIPART_SLACK)
+        body = await _read_body(request, limit + MULTIPART_SLACK, held)
         form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         return None, {k: v[0] for k, v in form.items() if k in wanted and v}
     if content_type != "multipart/form-data" or not options.get("boundary"):
         raise UnsupportedMediaType("the upload form posts multipart/form-data")
-    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields)
+    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields, held)
 
 
-async def read_upload(request: Request, limit: int) -> tuple[bytes, dict[str, str]]:
+async def read_upload(request: Request, limit: int,
+                      held: Reservation | None = None) -> tuple[bytes, dict[str, str]]:
     """The log bytes and the override fields of an upload. Raises the service errors
     that map to 400/413/415."""
     content_type, options = _content_type(request)
@@ -136,15 +143,15 @@ async def read_upload(request: Request, limit: int) -> tuple[bytes, dict[str, st
         if not boundary:
             raise InvalidInput("multipart body without a boundary in Content-Type")
         _check_length(request, limit + MULTIPART_SLACK)
-        return await _read_multipart(request, boundary, limit)
+        return await _read_multipart(request, boundary, limit, held=held)
     if content_type.startswith("text/") or content_type in RAW_TYPES:
         _check_length(request, limit)
-        return await _read_body(request, limit), {}
+        return await _read_body(request, limit, held), {}
     if content_type == "application/x-www-form-urlencoded":
         # curl --data-binary @vllm.log sends this type by default: a body that does not
         # look like `log=...&engine=...` is the log itself.
         _check_length(request, limit + MULTIPART_SLACK)
-        body = await _read_body(request, limit + MULTIPART_SLACK)
+        body = await _read_body(request, limit + MULTIPART_SLACK, held)
         if body.startswith(b"log="):
             form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
             fields = {k: v[0] for k, v in form.items() if k in OVERRIDE_FIELDS and v}

@@ -1,0 +1,64 @@
+"""A server-wide bound on the memory upload bodies take: every byte of a body read into
+memory, and the room its analysis needs (a gzip body may inflate to the upload limit),
+is taken from one budget (KB_MAX_INFLIGHT_MB) and given back when the request ends. A
+request that finds the budget spent waits (KB_UPLOAD_QUEUE_SECONDS), then gets 503 with
+Retry-After: concurrent large uploads queue instead of taking the server's memory."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from kb.services.errors import Unavailable
+
+
+class ByteBudget:
+    def __init__(self, total: int, wait: float) -> None:
+        self.total = total
+        self.wait = wait
+        self.used = 0
+        self._changed = anyio.Condition()
+
+    @asynccontextmanager
+    async def reservation(self) -> AsyncIterator[Reservation]:
+        held = Reservation(self)
+        try:
+            yield held
+        finally:
+            await held.release()
+
+
+class Reservation:
+    """What one request holds of the budget."""
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self.budget = budget
+        self.held = 0
+
+    async def take(self, size: int) -> None:
+        """Wait until `size` more bytes fit (a request alone may hold the whole budget,
+        even if it needs more), or raise Unavailable after the budget's wait."""
+        budget = self.budget
+        size = min(size, budget.total - self.held)  # alone, it may hold the whole budget
+        if size <= 0:
+            return
+        with anyio.move_on_after(budget.wait if math.isfinite(budget.wait) else None) as waited:
+            async with budget._changed:
+                while budget.used + size > budget.total:
+                    await budget._changed.wait()
+                budget.used += size
+                self.held += size
+        if waited.cancelled_caught:
+            raise Unavailable("the service holds as many uploads in memory as it may "
+                              "(KB_MAX_INFLIGHT_MB); retry later")
+
+    async def release(self) -> None:
+        if not self.held:
+            return
+        async with self.budget._changed:
+            self.budget.used -= self.held
+            self.held = 0
+            self.budget._changed.notify_all()
