@@ -140,7 +140,7 @@ class Settings:
     seeds_dir: Path = field(default_factory=default_seeds_dir)
     max_upload_mb: int = 256
     max_inflight_mb: int = 1024
-    upload_queue_seconds: float = 10.0
+    upload_queue_seconds: float = 30.0
     api_tokens: tuple[str, ...] = ()
     protect_reads: bool = False
     public_url: str | None = None

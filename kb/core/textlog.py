@@ -25,6 +25,7 @@ _BINARY_MAGIC = (
 )
 _CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
 SAMPLE = 64 * 1024
+INFLATE_STEP = 1 << 20
 
 
 class LogRejected(ValueError):
@@ -55,12 +56,16 @@ def gunzip(data: bytes, max_bytes: int) -> bytes:
     try:
         while remaining:
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += inflater.decompress(remaining, max_bytes + 1 - len(out))
-            if len(out) > max_bytes:
-                raise too_large(max_bytes, " once decompressed")
-            if not inflater.eof:
-                if inflater.unconsumed_tail:
+            pending = remaining
+            while pending and not inflater.eof:  # a step at a time: no second copy of the whole
+                out += inflater.decompress(pending, INFLATE_STEP)
+                if len(out) > max_bytes:
+                    # freed now: the traceback keeps this frame alive until the next
+                    # garbage collection, and a bomb's output is the upload limit
+                    out.clear()
                     raise too_large(max_bytes, " once decompressed")
+                pending = inflater.unconsumed_tail
+            if not inflater.eof:
                 raise NotTextLog("the gzip stream is truncated")
             remaining = inflater.unused_data.lstrip(b"\x00")
             if remaining and not remaining.startswith(GZIP_MAGIC):

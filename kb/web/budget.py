@@ -6,6 +6,7 @@ Retry-After: concurrent large uploads queue instead of taking the server's memor
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,10 +38,23 @@ class Reservation:
     def __init__(self, budget: ByteBudget) -> None:
         self.budget = budget
         self.held = 0
+        self.credit = 0  # taken ahead (reserve), spent by later takes
+
+    async def reserve(self, size: int) -> None:
+        """Take what the whole request will need at once, when it is known (a body's
+        Content-Length): requests are admitted whole or wait, so two half-read bodies
+        never hold the budget between them while each waits for the rest."""
+        before = self.held
+        await self.take(size)
+        self.credit += self.held - before
 
     async def take(self, size: int) -> None:
         """Wait until `size` more bytes fit (a request alone may hold the whole budget,
         even if it needs more), or raise Unavailable after the budget's wait."""
+        if self.credit:
+            spent = min(self.credit, size)
+            self.credit -= spent
+            size -= spent
         budget = self.budget
         size = min(size, budget.total - self.held)  # alone, it may hold the whole budget
         if size <= 0:
@@ -58,7 +72,23 @@ class Reservation:
     async def release(self) -> None:
         if not self.held:
             return
+        held = self.held
         async with self.budget._changed:
             self.budget.used -= self.held
             self.held = 0
             self.budget._changed.notify_all()
+        if held >= TRIM_AFTER:
+            give_memory_back()
+
+
+TRIM_AFTER = 64 << 20
+
+
+def give_memory_back() -> None:
+    """Large buffers freed in worker threads stay in glibc's per-thread arenas; trimming
+    returns them to the system, so the service goes back near its baseline after large
+    uploads instead of keeping their peak (Linux/glibc only, a no-op elsewhere)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

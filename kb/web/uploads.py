@@ -15,6 +15,13 @@ from kb.web.budget import Reservation
 
 MULTIPART_SLACK = 256 * 1024  # boundaries, headers and the override fields
 MAX_PARTS = 64
+# Memory a body takes while it is read, per byte (kb.web.budget): the growing buffer's
+# spare room and the one copy made of it at the end (bench/bench_upload_memory.py).
+READ_ROOM = 2
+# ... and while it is analyzed, beyond the body: the prepared text and its redacted copy
+# (one 100 MB upload measures +200 MB, body included). A gzip body reserves more once it
+# shows its magic (kb.web.api.upload_answer): it may inflate to the upload limit.
+ANALYSIS_ROOM = 1
 RAW_TYPES = {"text/plain", "text/x-log", "application/gzip", "application/x-gzip",
              "application/octet-stream", ""}
 ACCEPTED = "multipart/form-data (field 'log'), text/plain, application/gzip"
@@ -30,23 +37,32 @@ def _content_type(request: Request) -> tuple[str, dict[str, str]]:
     return parse_content_header(request.headers.get("content-type", ""))
 
 
-def _check_length(request: Request, limit: int) -> None:
+def _check_length(request: Request, limit: int) -> int | None:
     raw = request.headers.get("content-length")
     if raw is None:
-        return
+        return None
     try:
         length = int(raw)
     except ValueError:
         raise InvalidInput(f"invalid Content-Length {raw!r}") from None
     if length > limit:
         raise _too_large(limit)
+    return length
+
+
+async def _admit(request: Request, limit: int, held: Reservation | None) -> None:
+    """Refuse a body over `limit` by its Content-Length, and when the length is known,
+    reserve the memory the whole upload will take before reading a byte of it."""
+    length = _check_length(request, limit)
+    if held is not None and length is not None:
+        await held.reserve((READ_ROOM + ANALYSIS_ROOM) * length)
 
 
 async def _read_body(request: Request, limit: int, held: Reservation | None = None) -> bytes:
     body = bytearray()
     async for chunk in request.stream():
         if held is not None:
-            await held.take(len(chunk))
+            await held.take(READ_ROOM * len(chunk))
         body += chunk
         if len(body) > limit:
             raise _too_large(limit)
@@ -75,7 +91,7 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
                 if received > limit + MULTIPART_SLACK:
                     raise _too_large(limit)
                 if held is not None:
-                    await held.take(len(chunk))
+                    await held.take(READ_ROOM * len(chunk))
                 for part in parser.parse(chunk):
                     if isinstance(part, MultipartSegment):
                         current, pieces, size = part, [], 0
@@ -119,7 +135,7 @@ async def read_form(request: Request, limit: int, wanted: frozenset[str], file_f
     file of `file_field` and the `wanted` fields; a pasted log is a wanted field that may
     be as long as the limit."""
     content_type, options = _content_type(request)
-    _check_length(request, limit + MULTIPART_SLACK)
+    await _admit(request, limit + MULTIPART_SLACK, held)
     if content_type == "application/x-www-form-urlencoded":  # a form without a file input
         body = await _read_body(request, limit + MULTIPART_SLACK, held)
         form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
@@ -142,15 +158,15 @@ async def read_upload(request: Request, limit: int,
         boundary = options.get("boundary")
         if not boundary:
             raise InvalidInput("multipart body without a boundary in Content-Type")
-        _check_length(request, limit + MULTIPART_SLACK)
+        await _admit(request, limit + MULTIPART_SLACK, held)
         return await _read_multipart(request, boundary, limit, held=held)
     if content_type.startswith("text/") or content_type in RAW_TYPES:
-        _check_length(request, limit)
+        await _admit(request, limit, held)
         return await _read_body(request, limit, held), {}
     if content_type == "application/x-www-form-urlencoded":
         # curl --data-binary @vllm.log sends this type by default: a body that does not
         # look like `log=...&engine=...` is the log itself.
-        _check_length(request, limit + MULTIPART_SLACK)
+        await _admit(request, limit + MULTIPART_SLACK, held)
         body = await _read_body(request, limit + MULTIPART_SLACK, held)
         if body.startswith(b"log="):
             form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
