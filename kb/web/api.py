@@ -27,6 +27,7 @@ from litestar.response import Redirect
 
 from kb import textreport
 from kb.config import Settings
+from kb.core.textlog import GZIP_MAGIC
 from kb.core.recommend import PATHS
 from kb.core.records import PHASES
 from kb.db.session import Database
@@ -48,7 +49,7 @@ from kb.services.views import (
 from kb.services.errors import Unavailable
 from kb.web.budget import ByteBudget, Reservation
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
-from kb.web.uploads import ANALYSIS_ROOM, read_upload
+from kb.web.uploads import ANALYSIS_ROOM, INFLATE_ROOM, read_upload
 
 T = TypeVar("T")
 # A stored row's id in a path: what the databases' 64-bit keys can hold, so a larger
@@ -91,11 +92,6 @@ async def compute_in_thread(state: State, func: Callable[..., T], *args: Any, **
     return await anyio.to_thread.run_sync(partial(func, *args, **kwargs), limiter=state.get("limiter"))
 
 
-# Memory an inflating gzip body takes, per byte of the upload limit: the growing output
-# and its one copy (bench/bench_upload_memory.py).
-INFLATE_ROOM = 2
-
-
 def budget_of(state: State) -> ByteBudget:
     return state.budget  # type: ignore[no-any-return]
 
@@ -107,7 +103,7 @@ async def upload_answer(request: Request, state: State, data: bytes, overrides: 
     database step under the deadline, the memory of the analysis taken from the budget
     (a gzip body may inflate to the upload limit)."""
     settings, db, base = settings_of(state), db_of(state), base_url(request)
-    gzip = data[:2] == b"\x1f\x8b"
+    gzip = data[:2] == GZIP_MAGIC
     await held.take(INFLATE_ROOM * settings.max_upload_bytes if gzip else ANALYSIS_ROOM * len(data))
     if not store:
         analysis, features = await compute_in_thread(state, ingest.analyze_only, data, overrides,

@@ -22,6 +22,7 @@ READ_ROOM = 2
 # (one 100 MB upload measures +200 MB, body included). A gzip body reserves more once it
 # shows its magic (kb.web.api.upload_answer): it may inflate to the upload limit.
 ANALYSIS_ROOM = 1
+INFLATE_ROOM = 2  # per byte of the upload limit: an inflating output and its one copy
 RAW_TYPES = {"text/plain", "text/x-log", "application/gzip", "application/x-gzip",
              "application/octet-stream", ""}
 ACCEPTED = "multipart/form-data (field 'log'), text/plain, application/gzip"
