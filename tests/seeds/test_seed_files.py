@@ -168,9 +168,10 @@ def seed_problems(data: Any, path: Path | None = None) -> list[str]:
     if recommendation not in PATHS:
         problems.append(f"recommendation {recommendation!r} is not one of {sorted(PATHS)}")
     examples = data.get("examples")
-    if not isinstance(examples, list) or not examples:
-        problems.append("examples must list at least one log")
-        examples = []
+    if not isinstance(examples, list) or len(examples) < 2:
+        # two or more, differing in version, paths, ranks and capture shape (seeds/README.md)
+        problems.append("examples must list at least two logs")
+        examples = examples if isinstance(examples, list) else []
     names = set()
     for n, example in enumerate(examples):
         where = f"examples[{n}]"
@@ -267,7 +268,8 @@ def _valid_seed() -> dict[str, Any]:
         "gpu_families": ["hopper"], "phase": "kv_cache_profiling", "engine_limitation": False,
         "summary": "Why it happens.", "next": None,
         "links": ["https://github.com/vllm-project/vllm/issues/10439"], "tags": ["kv-cache"],
-        "recommendation": "patch", "examples": [{"name": "one", "log": log}],
+        "recommendation": "patch",
+        "examples": [{"name": "one", "log": log}, {"name": "two", "log": log.replace("00:00:", "09:41:")}],
         "fixes": [{"title": "Raise it", "kind": "config",
                    "description": "Raise gpu_memory_utilization so blocks fit.",
                    "change": {"flags": ["--gpu-memory-utilization 0.9"]}, "applies_to": {},
@@ -290,6 +292,7 @@ def test_the_validator_accepts_a_valid_seed():
     (lambda d: d.update(links=["https://example.com/bug"]), "GitHub"),
     (lambda d: d.update(recommendation="pray"), "recommendation"),
     (lambda d: d["examples"][0].update(log="too short\n"), "lines"),
+    (lambda d: d["examples"].pop(), "at least two logs"),
     (lambda d: d["fixes"][0].update(kind="magic"), "kind"),
     (lambda d: d["fixes"][0].update(change={}), "exact change"),
     (lambda d: d["fixes"][0].update(worked=-1), "count"),
