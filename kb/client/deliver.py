@@ -88,17 +88,31 @@ def _deliver(
     as_json: bool,
     copy: bool,
 ) -> Delivery:
-    """One upload of `log`; a log over the upload limit goes as its head and tail."""
-    cut: Path | None = None
+    """One upload of `log`: a log over the upload limit goes as its head and tail, and a
+    413 from a service with a lower limit gets one smaller excerpt."""
+    whole, made = log, []  # the excerpts made here: removed unless moved into the spool
     if isinstance(log, Path) and not excerpt.fits(log, settings.upload_limit()):
-        cut = _excerpt(log, settings.upload_limit())
+        log, copy = _excerpt(log, settings.upload_limit()), True
+        made.append(log)
+    key = new_idempotency_key()
     try:
-        return _send(cut or log, fields, server=server, token=token, timeout=timeout, source=source,
-                     kept_at=kept_at, extra=extra, answer_to_stderr=answer_to_stderr,
-                     as_json=as_json, copy=copy or cut is not None, whole=log)
+        try:
+            result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout,
+                            filename="crash.log")
+            if result.http_status == 413 and isinstance(whole, Path):
+                # the service's limit is below ours (its KB_MAX_UPLOAD_MB): a smaller excerpt
+                size = log.stat().st_size if isinstance(log, Path) else len(log)
+                log, copy = _excerpt(whole, max(size // 8, 64 * 1024)), True
+                made.append(log)
+                result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout,
+                                filename="crash.log")
+        except KeyboardInterrupt:  # Ctrl-C while uploading: keep the log for `kb flush`
+            result = UploadResult("transient", error="upload interrupted")
+        return _after_upload(result, log, fields, key, server=server, source=source, kept_at=kept_at,
+                             extra=extra, answer_to_stderr=answer_to_stderr, as_json=as_json, copy=copy)
     finally:
-        if cut is not None:
-            cut.unlink(missing_ok=True)  # moved into the spool, or sent
+        for path in made:
+            path.unlink(missing_ok=True)
 
 
 def _excerpt(log: Path, limit: int) -> Path:
@@ -106,30 +120,6 @@ def _excerpt(log: Path, limit: int) -> Path:
     say(f"the log ({log.stat().st_size} bytes) is larger than the upload limit ({limit} bytes, "
         f"{settings.ENV_UPLOAD_MAX_MB}): sending its head and tail, marked where cut")
     return cut
-
-
-def _send(log: Path | bytes, fields: dict[str, str], *, server: str, token: str | None,
-          timeout: float, source: str, kept_at: Path | None, extra: dict[str, Any],
-          answer_to_stderr: bool, as_json: bool, copy: bool, whole: Path | bytes) -> Delivery:
-    key = new_idempotency_key()
-    smaller: Path | None = None
-    try:
-        result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout, filename="crash.log")
-        if result.http_status == 413 and isinstance(whole, Path):
-            # the service's limit is below ours (its KB_MAX_UPLOAD_MB): a smaller excerpt
-            size = log.stat().st_size if isinstance(log, Path) else len(log)
-            smaller = _excerpt(whole, max(size // 8, 64 * 1024))
-            log, copy = smaller, True
-            result = upload(server, log, fields, token=token, idempotency_key=key, timeout=timeout,
-                            filename="crash.log")
-    except KeyboardInterrupt:  # Ctrl-C while uploading: keep the log for `kb flush`
-        result = UploadResult("transient", error="upload interrupted")
-    try:
-        return _after_upload(result, log, fields, key, server=server, source=source, kept_at=kept_at,
-                             extra=extra, answer_to_stderr=answer_to_stderr, as_json=as_json, copy=copy)
-    finally:
-        if smaller is not None:
-            smaller.unlink(missing_ok=True)  # moved into the spool, or sent
 
 
 def _after_upload(result: UploadResult, log: Path | bytes, fields: dict[str, str], key: str, *,

@@ -7,7 +7,6 @@ Retry-After: concurrent large uploads queue instead of taking the server's memor
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -59,7 +58,7 @@ class Reservation:
         size = min(size, budget.total - self.held)  # alone, it may hold the whole budget
         if size <= 0:
             return
-        with anyio.move_on_after(budget.wait if math.isfinite(budget.wait) else None) as waited:
+        with anyio.move_on_after(budget.wait) as waited:
             async with budget._changed:
                 while budget.used + size > budget.total:
                     await budget._changed.wait()
