@@ -156,15 +156,19 @@ TOKEN_COOKIE = "kb_token"  # the UI keeps the token it signed in with here (kb/w
 OPEN_READS = ("/healthz", "/ui/signin", "/ui/static/", "/schema/assets/")
 
 
+def known_token(connection: ASGIConnection, token: str) -> bool:
+    """`token` is one of KB_API_TOKENS (compared in constant time)."""
+    tokens = settings_of(connection.app.state).api_tokens
+    return bool(token) and any(hmac.compare_digest(token.encode(), t.encode()) for t in tokens)
+
+
 def token_ok(connection: ASGIConnection, *, cookie: bool = False) -> bool:
     """The request carries one of KB_API_TOKENS: `Authorization: Bearer`, or (pages)
-    the sign-in cookie. Compared in constant time."""
-    tokens = settings_of(connection.app.state).api_tokens
+    the sign-in cookie."""
     scheme, _, token = connection.headers.get("authorization", "").partition(" ")
-    given = [token.strip()] if scheme.lower() == "bearer" else []
-    if cookie:
-        given.append(connection.cookies.get(TOKEN_COOKIE, ""))
-    return any(g and hmac.compare_digest(g.encode(), t.encode()) for g in given for t in tokens)
+    if scheme.lower() == "bearer" and known_token(connection, token.strip()):
+        return True
+    return cookie and known_token(connection, connection.cookies.get(TOKEN_COOKIE, ""))
 
 
 def reads_allowed(connection: ASGIConnection) -> bool:
@@ -182,13 +186,7 @@ async def require_token(connection: ASGIConnection, _: BaseRouteHandler) -> None
     """Writes need `Authorization: Bearer <token>` when KB_API_TOKENS is set. Async
     although it never waits: Litestar runs a sync guard in a worker thread, a thread
     handoff on every upload."""
-    tokens = settings_of(connection.app.state).api_tokens
-    if not tokens:
-        return
-    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() == "bearer" and token and any(
-            hmac.compare_digest(token.encode(), t.encode()) for t in tokens):
+    if not settings_of(connection.app.state).api_tokens or token_ok(connection):
         return
     raise NotAuthorizedException(detail="this write needs Authorization: Bearer <token> "
                                         "(KB_API_TOKENS is set)",

@@ -12,7 +12,6 @@ write checks exactly like the API checks `Authorization: Bearer <token>`.
 
 from __future__ import annotations
 
-import hmac
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +47,7 @@ from kb.web.api import (
     budget_of,
     db_of,
     in_thread,
+    known_token,
     settings_of,
     upload_answer,
 )
@@ -90,9 +90,7 @@ _env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True
 
 
 def _signed_in(request: Request) -> bool:
-    tokens = settings_of(request.app.state).api_tokens
-    token = request.cookies.get(TOKEN_COOKIE, "")
-    return bool(token) and any(hmac.compare_digest(token.encode(), t.encode()) for t in tokens)
+    return known_token(request, request.cookies.get(TOKEN_COOKIE, ""))
 
 
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response[str]:
@@ -487,7 +485,7 @@ async def signin(request: Request) -> Response[Any]:
     form = await _form(request)
     tokens = settings_of(request.app.state).api_tokens
     token, nxt = form.get("token", ""), _safe_next(form.get("next"))
-    if tokens and not any(hmac.compare_digest(token.encode(), t.encode()) for t in tokens):
+    if tokens and not known_token(request, token):
         return render(request, "signin.html", status_code=401, next=nxt,
                       error="That token is not one of KB_API_TOKENS.")
     response = see_other(nxt, "signed-in")
