@@ -37,17 +37,12 @@ from kb.client.upload import (
     error_detail,
     retry_after_seconds,
 )
-from kb.services.views import IncidentDetail, IncidentList, UploadResult
+from kb.services.views import OVERRIDE_FIELDS, IncidentDetail, IncidentList, UploadResult
 
 T = TypeVar("T")
 
-# The optional upload fields (kb.services.ingest.OVERRIDE_FIELDS; a test keeps the two
-# equal). They override what the log says: the caller knows better.
-UPLOAD_FIELDS = (
-    "engine", "engine_version", "model", "model_arch", "gpu", "gpu_count", "tp", "dp", "pp",
-    "ep", "command", "exit_code", "host", "reporter", "cuda_visible_devices", "torch_version",
-    "failure",
-)
+# The optional upload fields: they override what the log says (the caller knows better).
+UPLOAD_FIELDS = OVERRIDE_FIELDS
 TRANSIENT_STATUS = (408, 425, 429)
 MAX_DETAIL = 1000
 

@@ -18,7 +18,7 @@ transaction rolls back whole and the retry finds the winner's occurrence.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -48,9 +48,11 @@ from kb.services.matching import (
 )
 from kb.services.ruleset import ruleset
 from kb.services.views import (
+    OVERRIDE_FIELDS,
     IncidentRef,
     MatchView,
     OccurrenceRef,
+    Overrides,
     SimilarView,
     UploadResult,
 )
@@ -78,31 +80,6 @@ def clip(value: str | None, size: int) -> str | None:
     return value[:size] if value else value
 
 
-@dataclass(slots=True)
-class Overrides:
-    """Form fields that override what the log says (the uploader knows better)."""
-
-    engine: str | None = None
-    engine_version: str | None = None
-    model: str | None = None
-    model_arch: str | None = None
-    gpu: str | None = None
-    gpu_count: int | None = None
-    tp: int | None = None
-    dp: int | None = None
-    pp: int | None = None
-    ep: int | None = None
-    command: str | None = None
-    exit_code: int | None = None
-    host: str | None = None
-    reporter: str | None = None
-    # Sent by the launch wrapper; kept with the occurrence (the log does not say them).
-    cuda_visible_devices: str | None = None
-    torch_version: str | None = None
-    failure: str | None = None  # exit | hang | not_ready
-
-
-OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
 # Integer overrides and the values they may take (the OpenAPI schema says the same).
 INTEGER_OVERRIDES = {"gpu_count": (0, 1_000_000), "tp": (0, 1_000_000), "dp": (0, 1_000_000),
                      "pp": (0, 1_000_000), "ep": (0, 1_000_000), "exit_code": (-(2**31), 2**31 - 1)}

@@ -4,7 +4,7 @@ ever added, never renamed (other tools read them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
@@ -268,6 +268,35 @@ class Health:
 
 
 # ---- inputs (JSON bodies) ----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Overrides:
+    """Form fields that override what the log says (the uploader knows better). Here,
+    apart from the service, so the Python client takes the same fields."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    model_arch: str | None = None
+    gpu: str | None = None
+    gpu_count: int | None = None
+    tp: int | None = None
+    dp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+    command: str | None = None
+    exit_code: int | None = None
+    host: str | None = None
+    reporter: str | None = None
+    # Sent by the launch wrapper; kept with the occurrence (the log does not say them).
+    cuda_visible_devices: str | None = None
+    torch_version: str | None = None
+    failure: str | None = None  # exit | hang | not_ready
+
+
+OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
+
 
 
 @dataclass(slots=True)
