@@ -192,13 +192,13 @@ def against_seeds(cases: list[Case], seeds_dir: Path, cache_dir: Path) -> SeedRe
     from kb.core.analyze import analyze
     from kb.core.textlog import LogRejected, prepare_log
     from kb.services.ingest import with_overrides
-    from kb.services.localkb import local_kb_path
+    from kb.services.localkb import local_database
     from kb.services.seeding import read_seeds
 
     seeds, _ = read_seeds(seeds_dir)
     tags = {seed.slug: set(seed.tags) for seed in seeds}
     covered = set().union(*tags.values()) if tags else set()
-    db = Database(f"sqlite:///{local_kb_path(seeds_dir, cache_dir)}", pool_size=1)
+    db = local_database(seeds_dir, cache_dir)
     results: list[SeedVerdict] = []
     try:
         for case in cases:

@@ -14,9 +14,13 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kb.core.records import Analysis
 from kb.services.views import UploadResult
+
+if TYPE_CHECKING:
+    from kb.db.session import Database
 
 SOURCES = Path(__file__).resolve().parents[1]  # the kb package: what decides the answer
 
@@ -58,13 +62,20 @@ def local_kb_path(seeds_dir: Path, cache_dir: Path) -> Path:
     return path
 
 
+def local_database(seeds_dir: Path, cache_dir: Path) -> Database:
+    """The bundled seeds' database (built when missing); the caller disposes of it."""
+    from kb.db.session import Database
+
+    return Database(f"sqlite:///{local_kb_path(seeds_dir, cache_dir)}", pool_size=1)
+
+
 def local_answer(analysis: Analysis, seeds_dir: Path, cache_dir: Path) -> UploadResult:
     """The service's answer for this analysis from the bundled seeds, storing nothing.
-    Incident ids are the local database's: the answer carries none, nor URLs."""
-    from kb.db.session import Database
+    Its URLs are removed; its incident ids are the local database's, which mean nothing
+    elsewhere (the report drops them)."""
     from kb.services.ingest import Overrides, answer, with_overrides
 
-    db = Database(f"sqlite:///{local_kb_path(seeds_dir, cache_dir)}", pool_size=1)
+    db = local_database(seeds_dir, cache_dir)
     try:
         analysis, features = with_overrides(analysis, Overrides())
         result = answer(db, analysis, features, base_url="")
