@@ -23,7 +23,7 @@ from kb.services.errors import ServiceError
 from kb.web import api, apidocs
 from kb.web.budget import ByteBudget
 from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
-from kb.web.negotiate import VARY, answer_format
+from kb.web.negotiate import FORMATS, VARY, answer_format
 from kb.web.supervision import die_with_parent
 
 log = logging.getLogger("kb.web")
@@ -47,7 +47,7 @@ def _error(request: Request, status: int, detail: str, headers: dict[str, str] |
         page.headers.update(headers)
         return page
     explicit = request.query_params.get("format")
-    form = answer_format(explicit if explicit in ("json", "text", "html") else None,  # type: ignore[arg-type]
+    form = answer_format(explicit if explicit in FORMATS else None,  # type: ignore[arg-type]
                          request.headers.get("accept"), request.headers.get("user-agent"))
     if form == "text":
         text = textreport.error_report(status, detail)

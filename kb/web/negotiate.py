@@ -13,11 +13,12 @@ The launch wrapper and the Python client send `Accept: application/json`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from litestar.datastructures.headers import Accept
 
 AnswerFormat = Literal["json", "text", "html"]
+FORMATS: tuple[str, ...] = get_args(AnswerFormat)
 TERMINAL_AGENTS = ("curl/", "wget/", "httpie/", "xh/")
 _BY_MEDIA_TYPE: dict[str, AnswerFormat] = {
     "application/json": "json",
