@@ -133,8 +133,20 @@ def comparable(template: str) -> str:
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 
 
+# A native error's kind and the Python exception that carries the same text: the loader's
+# "undefined symbol" is an ImportError when Python imported the library and a bare line
+# when a C++ server (Triton's backends) or a wrapper that kept only the text printed it.
+_SURFACES_AS = (
+    frozenset({"dynamic loader error", "ImportError", "OSError"}),
+    frozenset({"CUDA out of memory", "OutOfMemoryError"}),
+)
+
+
 def exception_similarity(a: str, b: str) -> float:
-    if a and canonical_exception(a) == canonical_exception(b):
+    """100 for one type (a moved module or namespace is the same type; a native error's
+    kind is the Python exception that surfaces it), else 0."""
+    a, b = canonical_exception(a), canonical_exception(b)
+    if a and (a == b or any(a in kinds and b in kinds for kinds in _SURFACES_AS)):
         return 100.0
     return 0.0
 

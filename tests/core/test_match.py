@@ -144,3 +144,12 @@ def test_the_same_statement_with_reworded_advice_is_known():
                "to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model "
                "context size.", phase="config")
     assert score(a, b, WEIGHTS).status == "known"
+
+
+def test_a_native_error_and_the_python_exception_that_carries_its_text_are_one_type():
+    """The loader's text alone (a wrapper kept only the text, or a C++ server printed it)
+    and Python's ImportError of that text are one crash."""
+    text = "/opt/venv/lib/python3.11/site-packages/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: " \
+           "undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    assert score(_crash("dynamic loader error", text), _crash("ImportError", text), WEIGHTS).status == "known"
+    assert score(_crash("dynamic loader error", text), _crash("ValueError", text), WEIGHTS).status != "known"
