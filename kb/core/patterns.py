@@ -135,11 +135,12 @@ def known_engine_prefix(text: str, specific: bool = False) -> bool:
 _PROCESS_LABELS = tuple(p for p in PREFIXES if p.name in ("vllm-process", "torch-rank"))
 
 
-def starts_record(text: str) -> bool:
+def starts_record(text: str, specific: bool = False) -> bool:
     """Does `text` begin a new log record: an engine header, maybe behind a process label?
-    (A line cut by a terminal wrap goes on mid-record; a new record is not its rest.)"""
+    (A line cut by a terminal wrap goes on mid-record; a new record is not its rest.)
+    `specific`: a bare level word ("ERROR ") is not enough."""
     for _ in range(3):
-        if known_engine_prefix(text):
+        if known_engine_prefix(text, specific):
             return True
         match = next((m for p in _PROCESS_LABELS if (m := p.pattern.match(text))), None)
         if match is None or match.end() == 0:
@@ -320,7 +321,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "the rank that failed first ended by this signal",
          exception="signal", role="confirmation", kind="signal", anchors=("exitcode  : -", "exitcode : -")),
     Rule("dynamic-loader-error",
-         _r(r"^(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: \S+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
+         _r(r"^(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: [\w.$@]+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
          "/opt/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2E",
          "the dynamic loader could not load a library (dlerror()'s text, behind at most a few callers' words): "
          "a build against another torch/CUDA/glibc, or a library not installed. Python raises it as ImportError; "
