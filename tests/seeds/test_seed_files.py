@@ -256,19 +256,10 @@ def test_every_engine_has_its_minimum_of_incidents():
     assert len(SEED_FILES) >= MIN_TOTAL
 
 
-# Issue 14: every incident carries a fix with an exact change. These incidents have none:
-# their upstream threads state no fix or workaround (searched; the summary gives the
-# diagnostic steps instead). The list can only shrink: the test fails once one gains a fix.
-NO_KNOWN_FIX = {"sglang-eagle3-draft-index-out-of-range"}
-
-
 def test_every_incident_has_a_fix_with_an_exact_change(seeds):
-    without_fix = {slug for slug, data in seeds.items() if not data["fixes"]}
-    assert without_fix == NO_KNOWN_FIX, (
-        f"incidents without a fix: {sorted(without_fix - NO_KNOWN_FIX)}; "
-        f"exempt but now fixed (drop them from NO_KNOWN_FIX): {sorted(NO_KNOWN_FIX - without_fix)}")
-    for slug in NO_KNOWN_FIX:
-        assert seeds[slug]["recommendation"] == "investigate", slug
+    """Issue 14: every incident carries a fix whose change is exact (the schema kb seed
+    and the API apply: exact values, no placeholders)."""
+    assert {slug for slug, data in seeds.items() if not data["fixes"]} == set()
     refused = {}
     for slug, data in seeds.items():
         for n, fix in enumerate(data["fixes"]):
