@@ -31,6 +31,7 @@ from kb.core.gpus import gpu_family
 from kb.core.match import SIMILAR_THRESHOLD
 from kb.core.records import Analysis, CrashFeatures
 from kb.core.redact import redact_field
+from kb.db import logsearch
 from kb.db.known_upload import store_known_occurrence
 from kb.db.logcodec import compress_log
 from kb.db.models import Incident, Occurrence, utcnow
@@ -203,7 +204,9 @@ def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
     data = prepare_log(data, max_bytes)
     analyzed, stored, redactions = analyze_for_storage(data)
     analysis, features = with_overrides(analyzed, overrides)
-    occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_dict(analysis),
+    analysis_json = analysis_dict(analysis)
+    occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_json,
+                                    search_text=logsearch.search_text(stored, analysis_json),
                                     log_compressed=compress_log(stored), log_bytes=len(stored),
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
@@ -317,7 +320,8 @@ def _replay(repo: Repository, first: Occurrence, base_url: str,
 
 
 def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, *,
-                      analysis_json: dict[str, Any], log_compressed: bytes, log_bytes: int,
+                      analysis_json: dict[str, Any], search_text: str | None = None,
+                      log_compressed: bytes, log_bytes: int,
                       log_lines: int, redactions: int, idempotency_key: str | None
                       ) -> dict[str, Any]:
     """The occurrence row of an upload, but for where it lands (incident_id, match_status,
@@ -334,7 +338,8 @@ def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, 
         host=overrides.host, command=overrides.command, exit_code=overrides.exit_code,
         cuda_visible_devices=overrides.cuda_visible_devices,
         torch_version=overrides.torch_version, failure=overrides.failure,
-        ruleset=ruleset(), idempotency_key=idempotency_key, created_at=now)
+        ruleset=ruleset(), idempotency_key=idempotency_key, search_text=search_text,
+        created_at=now)
 
 
 def _facets(analysis: Analysis) -> set[tuple[str, str]]:
