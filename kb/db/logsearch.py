@@ -23,14 +23,18 @@ Terms are substrings, not words, because what people paste from a crash is a fil
   more characters is found through the index, whatever punctuation it holds; `unicode61`
   with tokenchars would keep `libcuda.so.1` whole yet never find it inside the path.
   Triggers keep it in step with the table (insert, delete, update of search_text).
-- PostgreSQL: a GIN index on to_tsvector('simple', <text with every run of non-
-  alphanumerics made a space>): `simple` neither stems nor drops stop words, and the
-  replacement makes the token stream the same for a path's tail as for the whole path
-  (the default parser reads `/usr/.../libcuda.so.1` as one `file` token and
-  `libcuda.so.1` as a `host`, which never match). The tsquery (every alphanumeric run of
-  every term) narrows the rows through the index; an ILIKE per term, its wildcards
-  escaped, then keeps only the literal substring matches. No phrase operator: tsvector
-  positions stop at 16383, beyond which phrases would silently fail in a long excerpt.
+- PostgreSQL: a GIN index on to_tsvector('simple', PG_DOCUMENT's text): every run of
+  non-alphanumerics becomes a space and a space goes between letters and digits.
+  `simple` neither stems nor drops stop words; the rewriting makes the token stream of a
+  path's tail the same as inside the whole path (the default parser reads
+  `/usr/.../libcuda.so.1` as one `file` token and `libcuda.so.1` as a `host`, which never
+  match) and makes `CUDACachingAllocator` a token of the mangled symbol. A term's tokens
+  (the last one as a prefix, the first left out when it may be the end of a longer
+  token) narrow the rows through the index; an ILIKE per term, its wildcards escaped,
+  then keeps only the literal substring matches. No phrase operator: tsvector positions
+  stop at 16383, beyond which phrases would silently fail in a long excerpt. Unlike the
+  trigrams, a one-token term must start where a token starts (`CachingAllocator` alone
+  is not found on Postgres; `CUDACaching`, `cuda20CUDA` and the whole symbol are).
 
 Ranking: bm25() on SQLite, ts_rank() on Postgres (lower `score` is better on both), an
 incident ranks by its best occurrence. The matching line is found in Python on the
@@ -67,7 +71,13 @@ FTS_TABLE = "occurrence_search"
 SQLITE_FTS_TABLES = frozenset({FTS_TABLE, *(f"{FTS_TABLE}_{s}" for s in
                                            ("data", "idx", "docsize", "config", "content"))})
 PG_INDEX = "ix_occurrences_search_text_fts"
-PG_NORMALIZE = r"[^[:alnum:]]+"
+# The indexed document: runs of non-alphanumerics become a space, and a space goes
+# between letters and digits (`c104cuda20CUDACachingAllocator9` -> `c 104 cuda 20
+# CUDACachingAllocator 9`), so a part of a mangled symbol or a versioned name is a token.
+PG_DOCUMENT = ("to_tsvector('simple'::regconfig, regexp_replace(regexp_replace(search_text, "
+               "'[^[:alnum:]]+', ' ', 'g'), '([[:alpha:]](?=[[:digit:]])|[[:digit:]](?=[[:alpha:]]))', "
+               "'\\1 ', 'g'))")
+_WORDS = re.compile(r"[^\W\d_]+|\d+")  # the same tokens, for the query side
 
 SQLITE_DDL = (
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(search_text, content='occurrences', "
@@ -87,8 +97,7 @@ SQLITE_DROP = (
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_au", f"DROP TRIGGER IF EXISTS {FTS_TABLE}_ad",
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_ai", f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
-PG_DDL = (f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON occurrences USING gin "
-          f"(to_tsvector('simple'::regconfig, regexp_replace(search_text, '{PG_NORMALIZE}', ' ', 'g')))",)
+PG_DDL = (f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON occurrences USING gin ({PG_DOCUMENT})",)
 PG_DROP = (f"DROP INDEX IF EXISTS {PG_INDEX}",)
 
 
@@ -217,18 +226,31 @@ def ranked_occurrences(dialect: str, terms: Sequence[str]) -> Select[Any]:
                        literal_column(f"{FTS_TABLE}.rank").label("score"))
                 .select_from(_FTS.join(Occurrence.__table__, Occurrence.id == _FTS.c.rowid))
                 .where(fts.op("MATCH")(match)))
-    document = func.to_tsvector(literal_column("'simple'::regconfig"), func.regexp_replace(
-        Occurrence.search_text, PG_NORMALIZE, " ", "g"))
-    query = None
-    for term in terms:
-        part = func.plainto_tsquery(literal_column("'simple'::regconfig"),
-                                    func.regexp_replace(term, PG_NORMALIZE, " ", "g"))
-        query = part if query is None else query.op("&&")(part)
-    assert query is not None
+    # The index's own expression, as SQL text: the planner uses the GIN index only for
+    # the very expression it was built on.
+    document = literal_column(PG_DOCUMENT.replace("search_text", "occurrences.search_text"))
     literal = [Occurrence.search_text.ilike(f"%{_like_literal(t)}%", escape="\\") for t in terms]
-    return (select(Occurrence.id.label("occurrence_id"), Occurrence.incident_id,
-                   (-func.ts_rank(document, query)).label("score"))
+    tokens = [_pg_tsquery(t) for t in terms]
+    wanted = " & ".join(t for t in tokens if t)
+    columns = (Occurrence.id.label("occurrence_id"), Occurrence.incident_id)
+    if not wanted:  # only punctuation: nothing for the index, the literal match alone
+        return select(*columns, literal_column("0.0").label("score")).where(
+            Occurrence.search_text.is_not(None), and_(*literal))
+    query = func.to_tsquery(literal_column("'simple'::regconfig"), wanted)
+    return (select(*columns, (-func.ts_rank(document, query)).label("score"))
             .where(document.op("@@")(query), and_(*literal)))
+
+
+def _pg_tsquery(term: str) -> str:
+    """The tokens of one term as a tsquery, AND-ed: a necessary condition for the
+    literal match. The last token may be the start of a longer one (`:*`); the first
+    may be the end of one, so it is left out when others remain."""
+    words = [w.lower() for w in _WORDS.findall(term)]
+    if len(words) > 1 and term[:1].isalnum():
+        words = words[1:]
+    if not words:
+        return ""
+    return " & ".join(words[:-1] + [words[-1] + ":*"])
 
 
 def incident_scores(dialect: str, terms: Sequence[str]) -> Any:
