@@ -171,14 +171,37 @@ def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRe
                        slug=incident.slug)
 
 
+TITLE_CHARS = 160
+LOGGED_ERROR = "logged error"  # the analysis' kind for an ERROR line without an exception
+
+
+def short_title(text: str, size: int = TITLE_CHARS) -> str:
+    """`text` on one line, cut at a word boundary with an ellipsis when longer than `size`."""
+    text = " ".join(text.split())
+    if len(text) <= size:
+        return text
+    cut = text[:size - 1]
+    if " " in cut[size // 2:]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:.") + "…"
+
+
 def title_for(analysis: Analysis) -> str:
     """The title of a new incident, from its root cause (redacted already, and again
-    here: a title is shown everywhere)."""
+    here: a title is shown everywhere). A log whose cause was not captured says so
+    first, with the wrapper's own words; an ERROR line without an exception is its
+    message, not "logged error: ..."; long titles end at a word, with an ellipsis."""
+    event = analysis.root_cause or next(iter(analysis.symptoms), None)
+    if not analysis.identifies and event is not None:
+        said = event.message if event.exception == LOGGED_ERROR else f"{event.exception}: {event.message}"
+        return short_title(redact_field(f"Cause not captured: {said}"))
     signature = (analysis.fingerprint.signature or "").split(" | ")[0].strip()
+    if signature.startswith(f"{LOGGED_ERROR}: "):
+        signature = signature[len(LOGGED_ERROR) + 2:]
     if signature and signature != ":":
-        return redact_field(signature)[:200]
+        return short_title(redact_field(signature))
     if analysis.root_cause is not None:
-        return redact_field(f"{analysis.root_cause.exception}: {analysis.root_cause.message}")[:200]
+        return short_title(redact_field(f"{analysis.root_cause.exception}: {analysis.root_cause.message}"))
     return "Crash without a recognizable error"
 
 
