@@ -38,7 +38,7 @@ from kb.services.views import (
 
 MAX_PER_PAGE = 200
 MAX_PAGE = 1_000_000  # the offset stays far inside the databases' 64-bit range
-SORTS = ("relevance", "last_seen", "occurrences", "created", "id", "title")
+SORTS = ("last_seen", "occurrences", "created", "id", "title", "relevance")
 # relevance: with `q`, incidents whose title, signature or notes hold it first, then by
 # the rank of their best matching log (kb.db.logsearch); without `q`, as last_seen.
 TIMELINE_DAYS = 30  # the list's occurrence timeline: this many UTC days, ending today
