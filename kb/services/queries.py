@@ -56,6 +56,8 @@ def _check(query: ListQuery) -> None:
         raise InvalidInput(f"phase must be one of {', '.join(PHASES)}")
     if query.sort not in SORTS:
         raise InvalidInput(f"sort must be one of {', '.join(SORTS)}")
+    if query.q and "\x00" in query.q:
+        raise InvalidInput("q must not contain NUL characters")
     if query.view and query.view not in VIEWS:
         raise InvalidInput(f"view must be one of {', '.join(VIEWS)}")
 

@@ -226,3 +226,15 @@ def test_postgres_searches_through_the_gin_index(db):
         conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
         plan = "\n".join(row[0] for row in conn.execute(sa.text("EXPLAIN " + sql)))
     assert logsearch.PG_INDEX in plan, plan
+
+
+@pytest.mark.parametrize("q", ["abc\x00def", "x" * 5000, '"""', "*", "NEAR(abc)", "abc OR def",
+                               "\\\\\\", "é€😀 ünïcode", "a b c d e f g h i j k l"])
+def test_any_query_text_is_an_answer_or_a_400(client, q):
+    upload(client, vllm_log(**NCCL))
+    response = client.get("/incidents", params={"q": q})
+    if "\x00" in q:
+        assert response.status_code == 400 and "NUL" in response.json()["detail"]
+    else:
+        assert response.status_code == 200, response.text
+        assert response.json()["total"] == 0
