@@ -238,3 +238,24 @@ def test_any_query_text_is_an_answer_or_a_400(client, q):
     else:
         assert response.status_code == 200, response.text
         assert response.json()["total"] == 0
+
+
+def test_a_repeat_of_a_known_crash_is_indexed_too(client):
+    """On Postgres a known crash is stored by one statement (kb.db.known_upload): its
+    log is searchable like any other upload's."""
+    first = upload(client, vllm_log(**NCCL)).json()
+    again = upload(client, with_lines(vllm_log(**NCCL), f"second run loaded {FLASH}")).json()
+    assert again["match"]["status"] == "known"
+    assert again["incident"]["id"] == first["incident"]["id"]
+    item = search(client, FLASH)["items"][0]
+    assert item["id"] == first["incident"]["id"]
+    assert item["log_match"]["occurrence_id"] == again["occurrence"]["id"]
+    assert item["log_match"]["line"].endswith(f"second run loaded {FLASH}")
+
+
+def test_the_text_report_shows_the_matching_line(client):
+    from kb import textreport
+
+    upload(client, with_lines(vllm_log(**NCCL), f"frame #3: {SYMBOL}"))
+    report = textreport.list_report(search(client, SYMBOL))
+    assert f"log #1: frame #3: {SYMBOL}" in report

@@ -153,3 +153,17 @@ def test_tags_link_to_the_tag_filter_and_views_split_the_list(page, server, inci
     expect(page.get_by_text("No upload stored yet")).to_have_count(0)
     expect(page.locator("section.breakdown")).to_contain_text("0.11.0")
     _shot(page, "triage-detail.png")
+
+
+def test_a_long_matching_line_fits_a_phone_screen(browser_, server, incidents):
+    from playwright.sync_api import expect
+
+    context = browser_.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/ui/incidents?q={SYMBOL}")
+        expect(page.locator(".log-match code")).to_contain_text(SYMBOL)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        _shot(page, "search-phone.png")
+    finally:
+        context.close()
