@@ -26,7 +26,9 @@ Terms are substrings, not words, because what people paste from a crash is a fil
   `trigram` tokenizer: every 3-character substring is a token, so any substring of 3 or
   more characters is found through the index, whatever punctuation it holds; `unicode61`
   with tokenchars would keep `libcuda.so.1` whole yet never find it inside the path.
-  Triggers keep it in step with the table (insert, delete, update of search_text).
+  Triggers keep it in step with the table (insert, delete, update of search_text); a
+  later migration that rebuilds `occurrences` in SQLite's batch mode drops them, and
+  must run create_index again (after `DROP TABLE occurrence_search`).
 - PostgreSQL: a GIN index on to_tsvector('simple', PG_DOCUMENT's text): every run of
   non-alphanumerics becomes a space and a space goes between letters and digits.
   `simple` neither stems nor drops stop words; the rewriting makes the token stream of a
@@ -42,7 +44,9 @@ Terms are substrings, not words, because what people paste from a crash is a fil
 
 Ranking: bm25() on SQLite, ts_rank() on Postgres (lower `score` is better on both), an
 incident ranks by its best occurrence. The matching line is found in Python on the
-page's hits (the line holding the most terms), the same on both databases.
+page's hits (the line holding the most terms), the same on both databases. A term found
+in most logs (`cuda`) costs Postgres a literal recheck of every excerpt holding its
+tokens; KB_DB_TIMEOUT bounds such a query like any other.
 """
 
 from __future__ import annotations

@@ -440,7 +440,8 @@ class Repository:
 
     def occurrences_of(self, incident_id: int, limit: int = 50) -> list[Occurrence]:
         # Load the context columns only: the analysis and the log stay on disk.
-        cols = [c for c in Occurrence.__table__.columns if c.name not in {"analysis", "log_compressed", "search_text"}]
+        cols = [c for c in Occurrence.__table__.columns
+                if c.name not in {"analysis", "log_compressed", "search_text"}]
         rows = self.s.execute(select(*cols).where(Occurrence.incident_id == incident_id)
                               .order_by(Occurrence.created_at.desc(), Occurrence.id.desc())
                               .limit(limit)).mappings().all()
