@@ -150,5 +150,6 @@ def similar_incidents(repo: Repository, incident_id: int, fingerprints: list[Inc
                 best[other_id] = result.score
     ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:shown]
     titles = repo.titles(i for i, _ in ranked)
-    return [SimilarView(i, s, titles[i][0]) for i, s in ranked if i in titles]
+    seeded = repo.seeded_among(titles)
+    return [SimilarView(i, s, titles[i][0], i in seeded) for i, s in ranked if i in titles]
 
