@@ -71,6 +71,8 @@ def message_matches(got: str, expected: str) -> bool:
         return True
     if min(len(a), len(b)) >= 20 and (a.startswith(b) or b.startswith(a) or a.endswith(b)):
         return True  # the same line, cut by the labeler, or behind its callers' prefixes
+    if len(b) >= 40 and b in a:
+        return True  # ... or both: a wrapper's words before it, the labeler's cut after it
     elided = _ELISION.split(b, 1)[0]  # a label that abbreviates a long message: "{'a', 'b', ...}"
     if elided != b and len(elided) >= 20 and a.startswith(elided):
         return True
@@ -112,7 +114,9 @@ _PYDANTIC_INNER = re.compile(r"\b(Value|Assertion) error, (.+?)(?: \[type=\w+_er
 def _descriptive(kind: str) -> bool:
     """A label's kind for a non-Python error is free text ("NCCL timeout"); a class name
     ("torch.OutOfMemoryError", "c10::DistBackendError") or a signal is exact."""
-    return " " in kind.strip() and kind not in LOG_TAG_EXCEPTIONS
+    kind = kind.strip()
+    # a kind in words ("NCCL timeout") or one lowercase word ("panic"): no class is spelled so
+    return (" " in kind or kind.isalpha() and kind.islower()) and kind not in LOG_TAG_EXCEPTIONS
 
 
 # Kinds of the analyzer that name no type: an ERROR line, a C function's failure line. The

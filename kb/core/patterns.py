@@ -328,6 +328,28 @@ ERROR_LINES: tuple[Rule, ...] = (
          "native servers (Triton's backends) and wrappers that keep only the text print it alone",
          exception="dynamic loader error", role="root", kind="native",
          anchors=(": undefined symbol: ", "cannot open shared object file", "' not found")),
+    Rule("compiler-diagnostic",
+         _r(r"^(?P<msg>nvcc (?:fatal|error)\s*: .+|[^\s:]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+){1,2}: (?:fatal )?error: .+)$"),
+         "nvcc fatal   : Unsupported gpu architecture 'compute_89'",
+         "a compiler refused the code a JIT or extension build gave it (DeepSpeed ops, torch "
+         "cpp_extension, Triton's helpers): the build tool's failure below it is the consequence",
+         exception="compiler error", role="root", kind="native",
+         anchors=("nvcc fatal", "nvcc error", ": error: ", ": fatal error: ")),
+    Rule("native-abort-at-source",
+         _r(r"^(?:\[[^\]]*\] )?[\w.+-]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp):\d+: (?P<msg>(?!warning|note|info)[^\n]*?\b(?:[Ff]ail(?:ed|ure|s)?|[Ee]rror|does not support|not supported|[Cc]annot|[Uu]nable|[Ii]nvalid|[Aa]bort(?:ed)?|out of memory|exceeds?|mismatch)\b.*)$"),
+         "llama.cpp:11942: The current context does not support K-shift",
+         "native code reporting a failure at its source line with no level or type: ggml's "
+         "GGML_ABORT, Ray's RAY_LOG(FATAL) behind its header, CUDA checks; the abort or "
+         "signal that follows is its consequence",
+         exception="native error", role="root", kind="native",
+         anchors=(".c:", ".cc:", ".cpp:", ".cu:", ".h:", ".hpp:", ".cxx:", ".cuh:")),
+    Rule("go-runtime-signal",
+         _r(r"^(?P<msg>(?P<signame2>SIGSEGV|SIGBUS|SIGABRT|SIGILL|SIGFPE): (?:segmentation violation|bus error|abort|illegal instruction|floating-point exception).*)$"),
+         "SIGSEGV: segmentation violation",
+         "the Go runtime (ollama's server) reports a fatal signal, often raised in C code it called "
+         "(\"signal arrived during cgo execution\"): the goroutine dump follows",
+         exception="signal", role="root", kind="signal",
+         anchors=("SIGSEGV: ", "SIGBUS: ", "SIGABRT: ", "SIGILL: ", "SIGFPE: ")),
     Rule("ray-node-marked-dead",
          _r(r"(?P<msg>(?:\[\w+\] )?(?:The node with node id: \w+ .{0,200}?has been marked dead because [^\"]+|Exiting because this node manager has mistakenly been marked as dead by the GCS[^\"]*))"),
          "(raylet) The node with node id: 0f21 and address: 10.0.0.51 and node name: 10.0.0.51 has been marked dead because the detector has missed too many heartbeats from it.",
@@ -479,6 +501,13 @@ SYMPTOMS: tuple[Rule, ...] = (
          "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
          "Ray reports a dead actor; the actor's own traceback is the cause",
          anchors=('ctor died', 'RayActorError', 'ActorDiedError', 'Unhandled error', 'RayTaskError')),
+    Rule("build-tool-failed",
+         _r(r"CalledProcessError: Command '\[?'?(?:\S*/)?(?:ninja|make|cmake|gcc|g\+\+|cc|c\+\+|nvcc|clang\+*|ld)\b[^\n]*returned non-zero exit status"
+            r"|Error building extension '|Error compiling objects for extension"),
+         "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
+         "a build tool (ninja, make, a compiler) failed: its own diagnostics above (nvcc fatal, "
+         "file:line: error:) say why",
+         anchors=("returned non-zero exit status", "Error building extension", "Error compiling objects")),
     Rule("torch-child-failed", _r(r"ChildFailedError"),
          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
          "torchrun's summary of failed ranks; the rank's error (or signal) is the cause",

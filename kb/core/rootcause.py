@@ -58,6 +58,7 @@ class Group:
     ranks: list[str]
     count: int
     recovered: bool = False
+    last_line: int = 0  # where the group's last member was printed (a repeat ends later)
 
 
 def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
@@ -265,6 +266,7 @@ def _group(found: list[Found]) -> list[Group]:
         if _BASE[tier] > _BASE[group.tier]:
             group.tier, group.reason = tier, reason
         group.count += 1
+        group.last_line = max(group.last_line, event.line_number or 0)
         if event.process and event.process not in group.ranks:
             group.ranks.append(event.process)
     return order
@@ -296,8 +298,9 @@ def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> No
         return
     last_root_line = max(g.first.event.line_number or 0 for g in roots)
     for group in roots:
-        event = group.first.event
-        line = event.line_number or 0
+        # an error that came back later in the log (a second attempt failing the same
+        # way) was not recovered from: its last repeat counts
+        line = max(group.first.event.line_number or 0, group.last_line)
         if line < last_root_line and last_info.get(group.first.key, 0) > line:
             group.recovered = True
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
@@ -312,8 +315,8 @@ def _mark_propagated(groups: list[Group]) -> None:
     cudaMalloc that failed, "llama_load_model_from_file: failed to load model" under the
     loader's reason): a native failure a few lines below another native or rule error
     of the same stream is that error propagating, not a cause of its own."""
-    rule_lines = sorted(((g.first.key, g.first.event.line_number or 0) for g in groups
-                         if g.tier == "root-rule" and g.first.event.kind != "signal"), key=lambda k: k[1])
+    rule_lines = sorted(((g.first.key, line) for g in groups if g.tier == "root-rule" and g.first.event.kind != "signal"
+                         for line in {g.first.event.line_number or 0, g.last_line}), key=lambda k: k[1])
     for group in groups:
         event = group.first.event
         if event.kind != "native" or group.tier != "root-rule":

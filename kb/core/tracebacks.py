@@ -489,6 +489,8 @@ def _rule_exception(rule: P.Rule, groups: dict) -> str:
 def _signal_name(groups: dict) -> str:
     if groups.get("signame"):
         return _SIGNAL_WORDS[groups["signame"]]
+    if groups.get("signame2"):  # already the signal's name ("SIGSEGV: segmentation violation")
+        return groups["signame2"]
     number = next(int(v) for k, v in groups.items() if k.startswith("signal") and v)
     return _SIGNALS.get(number, f"signal {number}")
 
