@@ -125,11 +125,17 @@ _LOCATOR_TAG = re.compile(r"^(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
 _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
 
 
+# A printed record of the run's state: `WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>,
+# Timeout(ms)=<n>)`. Its type names what was running; its fields (which releases add and
+# drop, and which collective of which size stalled) are this run's, not the error's.
+_RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+\)")
+
+
 def comparable(template: str) -> str:
     """The part of a message template that identifies the error, for comparing two of them
-    (the hash keeps the template as it is): without leading locator tags, with a sentence
-    repeated for each process or rank kept once."""
-    view = _LOCATOR_TAG.sub("", template)
+    (the hash keeps the template as it is): without leading locator tags, with a printed
+    record's fields left out, with a sentence repeated for each process or rank kept once."""
+    view = _RECORD_FIELDS.sub(r"\1(...)", _LOCATOR_TAG.sub("", template))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 
 

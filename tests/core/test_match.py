@@ -153,3 +153,15 @@ def test_a_native_error_and_the_python_exception_that_carries_its_text_are_one_t
            "undefined symbol: _ZN3c104cuda9SetDeviceEi"
     assert score(_crash("dynamic loader error", text), _crash("ImportError", text), WEIGHTS).status == "known"
     assert score(_crash("dynamic loader error", text), _crash("ValueError", text), WEIGHTS).status != "known"
+
+
+def test_a_printed_record_of_the_run_is_compared_by_its_type_not_its_fields():
+    """torch prints the stalled collective as WorkNCCL(SeqNum=.., OpType=.., NumelIn=..):
+    releases add fields, and which collective stalled is this run's, not the crash's."""
+    a = _crash("torch.distributed.DistBackendError", "[Rank 2] Watchdog caught collective operation timeout: "
+               "WorkNCCL(SeqNum=8301, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+               "1800041 milliseconds before timing out.", engine="pytorch")
+    b = _crash("torch.distributed.DistBackendError", "[Rank 0] Watchdog caught collective operation timeout: "
+               "WorkNCCL(SeqNum=12, OpType=_ALLGATHER_BASE, Timeout(ms)=600000) ran for 600329 milliseconds "
+               "before timing out.", engine="pytorch")
+    assert score(a, b, WEIGHTS).status == "known"
