@@ -106,6 +106,9 @@ class Incident(Base):
     seeded: Mapped[bool] = mapped_column(Boolean, default=False)
     seed_digest: Mapped[str | None] = mapped_column(String(64))
     occurrence_count: Mapped[int] = mapped_column(Integer, default=0)
+    # When a person last edited the incident (PATCH /incidents/{id}): `kb import` keeps
+    # such an edit and reports the conflict instead of overwriting it (kb.services.packs).
+    edited_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     first_seen: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_seen: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -167,7 +167,8 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         recommendation=recommendation,
         analysis=repo.latest_analysis(incident.id),
         merges=[MergeView(m.id, m.source_id, m.target_id, m.created_at, m.undone_at)
-                for m in repo.merges_of(incident.id)])
+                for m in repo.merges_of(incident.id)],
+        edited_at=incident.edited_at)
 
 
 def occurrence_log(db: Database, occurrence_id: int) -> str:
