@@ -45,6 +45,6 @@ def example_logs(session: Session, incident_id: int, limit: int) -> list[tuple[i
             chosen[fingerprint] = occurrence_id
     if not chosen:
         return []
-    logs = dict(session.execute(select(Occurrence.id, Occurrence.log_compressed)
-                                .where(Occurrence.id.in_(list(chosen.values())))).tuples())
+    logs = {row[0]: row[1] for row in session.execute(
+        select(Occurrence.id, Occurrence.log_compressed).where(Occurrence.id.in_(list(chosen.values()))))}
     return [(oid, fp, logs[oid]) for fp, oid in chosen.items()]

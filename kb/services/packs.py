@@ -3,8 +3,9 @@ exported as seed files (seeds/README.md, one YAML per incident) and imported int
 team's knowledge base.
 
 Export writes `<engine>/<slug>.yaml` per live incident. An incident created by uploads
-gets a slug at its first export, stored, so every later export names it the same and an
-import updates it instead of adding it twice. Its examples are the stored (redacted) logs
+gets a slug at its first export, and a fix people added a key ("<slug>#local-<id>"), both
+stored, so every later export names them the same and an import updates them instead of
+adding them twice. Its examples are the stored (redacted) logs
 of its newest occurrences, one per fingerprint; a curated incident's examples are those of
 its seed file when KB_SEEDS_DIR has it. Beyond the seed schema a pack carries `notes`, and
 per fix `author` and `outcomes` (each recorded outcome); `kb seed --path` ignores them.
@@ -175,11 +176,21 @@ def _clip_log(text: str) -> str:
 
 
 def _fix_key(fix: Fix, slug: str) -> str:
-    """The fix's key in the seed file: its seed key's own part when it has one under this
-    slug (seeded or imported), else one made from its id (stable in this KB)."""
-    if fix.seed_key and fix.seed_key.startswith(f"{slug}#"):
+    """The fix's key in the seed file: its seed key's own part under this slug; the whole
+    seed key when a merge brought it from another incident (`other-slug#1`, which an
+    import looks up as it is)."""
+    assert fix.seed_key
+    if fix.seed_key.startswith(f"{slug}#"):
         return fix.seed_key[len(slug) + 1:]
-    return f"local-{fix.id}"
+    return fix.seed_key
+
+
+def _stamp_fix_keys(fixes: list[Fix], slugs: dict[int, str]) -> None:
+    """A fix people added gets a seed key at its first export ("<slug>#local-<id>"), so
+    the pack names it the same every time and importing it back finds it."""
+    for fix in fixes:
+        if not fix.seed_key:
+            fix.seed_key = f"{slugs[fix.incident_id]}#local-{fix.id}"
 
 
 def _outcome_record(outcome: FixOutcome) -> dict[str, Any]:
@@ -268,7 +279,10 @@ def export_pack(db: Database, incident_ids: list[int] | None = None,
         session.flush()
         slugs = {i.id: i.slug for i in incidents + [i for i in linked if i is not None]}
         fixes_by_incident: dict[int, list[Fix]] = {}
-        for fix in repo.fixes_of([i.id for i in incidents]):
+        fixes = repo.fixes_of([i.id for i in incidents])
+        _stamp_fix_keys(fixes, slugs)  # type: ignore[arg-type]
+        session.flush()
+        for fix in fixes:
             fixes_by_incident.setdefault(fix.incident_id, []).append(fix)
         outcomes = pack_queries.outcomes_of(session, [f.id for fs in fixes_by_incident.values() for f in fs])
         out = []
@@ -552,6 +566,8 @@ def _import_fixes(repo: Repository, incident: Incident, entry: PackEntry, overwr
         values = {column: values[column] for name, column in FIX_FIELDS.items()
                   if name in present or name in ("title", "kind")}
         fix = repo.fix_by_seed_key(key)
+        if fix is None and "#" in sf.key:  # a fix a merge brought from another incident
+            fix = repo.fix_by_seed_key(sf.key)
         if fix is None:
             values.setdefault("curated_worked", 0)
             values.setdefault("curated_failed", 0)
@@ -631,11 +647,28 @@ def _import_next(repo: Repository, incident: Incident, entry: PackEntry, overwri
     return bool(changed)
 
 
+@dataclass(slots=True)
+class PreparedPack:
+    """A checked pack and its examples' fingerprints: the CPU work, done before the
+    transaction (the service runs it outside the database deadline)."""
+
+    entries: list[PackEntry]
+    prints: dict[str, list[ExamplePrint]]
+
+
+def prepare_pack(files: list[tuple[str, bytes]]) -> PreparedPack:
+    entries = parse_pack(files)
+    return PreparedPack(entries, {e.seed.slug: fingerprint_examples(e.seed) for e in entries})
+
+
 def import_pack(db: Database, files: list[tuple[str, bytes]], *, overwrite: bool = False) -> ImportReport:
     """Merge a pack into the knowledge base (see the module doc), in one transaction."""
-    entries = parse_pack(files)
+    return apply_pack(db, prepare_pack(files), overwrite=overwrite)
+
+
+def apply_pack(db: Database, prepared: PreparedPack, *, overwrite: bool = False) -> ImportReport:
+    entries, prints = prepared.entries, prepared.prints
     report = ImportReport(files=len(entries))
-    prints = {e.seed.slug: fingerprint_examples(e.seed) for e in entries}
     with db.write() as session:
         repo = Repository(session)
         incidents: dict[str, Incident] = {}
@@ -666,5 +699,5 @@ def import_pack(db: Database, files: list[tuple[str, bytes]], *, overwrite: bool
     return report
 
 
-__all__ = ["ImportReport", "PackConflict", "PackChange", "export_pack", "import_pack", "pack_archive",
-           "parse_pack", "read_archive", "read_folder", "slug_for", "write_pack"]
+__all__ = ["ImportReport", "PackConflict", "PackChange", "PreparedPack", "apply_pack", "export_pack",
+           "import_pack", "pack_archive", "parse_pack", "prepare_pack", "read_archive", "read_folder", "slug_for", "write_pack"]
