@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-LABEL_CHARS = 22  # a breakdown's label longer than this is cut (the full one in <title>)
+LABEL_CHARS = 19  # a breakdown's label longer than this is cut (the full one in <title>)
 
 
 def _nice_top(value: int) -> int:
@@ -45,10 +45,10 @@ def daily_columns(days: list[date], counts: list[int], current_from: int,
             "top_pad": top_pad, "total": sum(counts)}
 
 
-def bucket_bars(buckets: list[Any], width: int = 420, row: int = 24) -> dict[str, Any]:
+def bucket_bars(buckets: list[Any], width: int = 340, row: int = 24) -> dict[str, Any]:
     """Horizontal bars of a breakdown: this week's occurrences (thick) over the previous
     week's (thin), one row per bucket, the count at the bar's end."""
-    label_w, count_w = 150, 44
+    label_w, count_w = 124, 36
     bar_w = width - label_w - count_w
     top = max([max(b.this_week, b.previous_week) for b in buckets] or [1]) or 1
     rows = []
