@@ -218,6 +218,7 @@ class Occurrence(Base):
 
     __table_args__ = (
         Index("ix_occurrences_incident_created", "incident_id", "created_at"),
+        Index("ix_occurrences_created_at", "created_at"),  # the dashboard's two weeks
         UniqueConstraint("idempotency_key", name="uq_occurrences_idempotency_key"),
     )
 

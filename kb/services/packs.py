@@ -501,13 +501,17 @@ def _differing(obj: Any, values: dict[str, Any]) -> list[str]:
     return [name for name, value in values.items() if getattr(obj, name) != value]
 
 
+# The columns a report names as the pack does.
+SHOWN_AS = {"curated_worked": "worked", "curated_failed": "failed", "next_incident_id": "next"}
+
+
 def _conflict_or_apply(obj: Any, values: dict[str, Any], differing: list[str], editable: tuple[str, ...],
                        overwrite: bool, report: ImportReport, slug: str, fix: str | None) -> list[str]:
     """Apply `values` that differ; a field a person edited here is kept (reported) unless
-    `overwrite`. Returns the fields changed."""
+    `overwrite`. Returns the fields changed, named as the pack names them."""
     edited = [name for name in differing if obj.edited_at is not None and name in editable]
     if edited:
-        report.conflicts.append(PackConflict(slug=slug, fix=fix, fields=edited,
+        report.conflicts.append(PackConflict(slug=slug, fix=fix, fields=[SHOWN_AS.get(n, n) for n in edited],
                                              edited_at=obj.edited_at, overwritten=overwrite))
         if overwrite:
             obj.edited_at = None  # the pack's version now stands, as if never edited
@@ -516,7 +520,7 @@ def _conflict_or_apply(obj: Any, values: dict[str, Any], differing: list[str], e
         if name in edited and not overwrite:
             continue
         setattr(obj, name, values[name])
-        changed.append(name)
+        changed.append(SHOWN_AS.get(name, name))
     return changed
 
 
@@ -631,12 +635,8 @@ def _import_next(repo: Repository, incident: Incident, entry: PackEntry, overwri
         target_id = repo.live_incident_id(target.id)
     if incident.next_incident_id == target_id or target_id == incident.id:
         return False
-    values = {"next_incident_id": target_id}
-    changed = _conflict_or_apply(incident, values, ["next_incident_id"], ("next_incident_id",),
-                                 overwrite, report, slug, None)
-    for c in report.conflicts:  # say `next`, the name the pack and the API use
-        if c.slug == slug and c.fix is None:
-            c.fields = ["next" if f == "next_incident_id" else f for f in c.fields]
+    changed = _conflict_or_apply(incident, {"next_incident_id": target_id}, ["next_incident_id"],
+                                 ("next_incident_id",), overwrite, report, slug, None)
     if changed:
         incident.updated_at = utcnow()
         known = next((c for c in report.changed + report.added if c.slug == slug), None)

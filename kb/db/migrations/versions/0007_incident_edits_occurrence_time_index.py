@@ -1,5 +1,8 @@
-"""incidents.edited_at: when a person last edited an incident (PATCH /incidents/{id}, the
-incident page), so `kb import` keeps a local edit instead of overwriting it silently
+"""incidents.edited_at, and an index on occurrences.created_at
+
+- incidents.edited_at: when a person last edited an incident (PATCH /incidents/{id}, the
+  incident page), so `kb import` keeps a local edit instead of overwriting it silently;
+- ix_occurrences_created_at: the dashboard reads the occurrences of the last two weeks.
 
 Revision ID: 0007
 Revises: 0006
@@ -25,8 +28,10 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("incidents") as batch:
         batch.add_column(sa.Column("edited_at", TS, nullable=True))
+    op.create_index("ix_occurrences_created_at", "occurrences", ["created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_occurrences_created_at", table_name="occurrences")
     with op.batch_alter_table("incidents") as batch:
         batch.drop_column("edited_at")
