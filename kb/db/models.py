@@ -218,7 +218,9 @@ class Occurrence(Base):
 
     __table_args__ = (
         Index("ix_occurrences_incident_created", "incident_id", "created_at"),
-        Index("ix_occurrences_created_at", "created_at"),  # the dashboard's two weeks
+        # The dashboard's two weeks, read from the index alone (no row, no log blob).
+        Index("ix_occurrences_created_context", "created_at", "incident_id", "engine",
+              "engine_version", "model_arch", "gpu_name"),
         UniqueConstraint("idempotency_key", name="uq_occurrences_idempotency_key"),
     )
 

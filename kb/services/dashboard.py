@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 
 from kb.core.gpus import gpu_family
 from kb.db import dashboard as dashboard_queries
@@ -110,7 +111,9 @@ def _trend(this_week: int, previous_week: int, first_seen: datetime | None, star
     return "steady"
 
 
+@lru_cache(maxsize=4096)
 def _gpu_label(name: str | None) -> str:
+    """The family a GPU name belongs to (few names, many rows: remembered)."""
     if not name:
         return UNKNOWN
     return gpu_family(name) or "other"

@@ -2,7 +2,8 @@
 
 - incidents.edited_at: when a person last edited an incident (PATCH /incidents/{id}, the
   incident page), so `kb import` keeps a local edit instead of overwriting it silently;
-- ix_occurrences_created_at: the dashboard reads the occurrences of the last two weeks.
+- ix_occurrences_created_context: the dashboard reads the occurrences of the last two
+  weeks, with the context it splits them by, from this index alone.
 
 Revision ID: 0007
 Revises: 0006
@@ -28,10 +29,11 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("incidents") as batch:
         batch.add_column(sa.Column("edited_at", TS, nullable=True))
-    op.create_index("ix_occurrences_created_at", "occurrences", ["created_at"])
+    op.create_index("ix_occurrences_created_context", "occurrences",
+                    ["created_at", "incident_id", "engine", "engine_version", "model_arch", "gpu_name"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_occurrences_created_at", table_name="occurrences")
+    op.drop_index("ix_occurrences_created_context", table_name="occurrences")
     with op.batch_alter_table("incidents") as batch:
         batch.drop_column("edited_at")
