@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def test_a_local_edit_is_kept_and_reported_unless_overwritten(db, target, tmp_pa
     with api_client(target) as client:
         with target.read() as s:
             here = {"id": s.query(Incident).filter(Incident.slug == slug).one().id}
-        assert client.patch(f"/incidents/{here['id']}", json={"title": "Our own title"}).status_code == 200
+        assert client.patch(f"/incidents/{here['id']}", json={"title": "Our own title", "next": 0}).status_code == 200
         fix_id = client.get(f"/incidents/{here['id']}").json()["fixes"][0]["id"]
         assert client.patch(f"/fixes/{fix_id}", json={"title": "Our own fix title"}).status_code == 200
     # ...while the source changes both, and adds an outcome
@@ -161,13 +162,14 @@ def test_a_local_edit_is_kept_and_reported_unless_overwritten(db, target, tmp_pa
 
     report = packs.import_pack(target, packs.read_folder(tmp_path / "v2"))
     assert {(c.slug, c.fix, tuple(c.fields), c.overwritten) for c in report.conflicts} == {
-        (slug, None, ("title",), False), (slug, f"{slug}#local-{ids['fix']}", ("title",), False)}
+        (slug, None, ("title",), False), (slug, None, ("next",), False),
+        (slug, f"{slug}#local-{ids['fix']}", ("title",), False)}
     assert report.outcomes_added == 1
     assert any(line.startswith(f"conflict {slug}: title") and "kept the local edit" in line
                for line in report.lines())
     with target.read() as s:
         incident = s.query(Incident).filter(Incident.slug == slug).one()
-        assert incident.title == "Our own title"
+        assert incident.title == "Our own title" and incident.next_incident_id is None
         assert s.query(Fix).filter(Fix.incident_id == incident.id).one().title == "Our own fix title"
 
     forced = packs.import_pack(target, packs.read_folder(tmp_path / "v2"), overwrite=True)
@@ -175,6 +177,7 @@ def test_a_local_edit_is_kept_and_reported_unless_overwritten(db, target, tmp_pa
     with target.read() as s:
         incident = s.query(Incident).filter(Incident.slug == slug).one()
         assert incident.title == "Their new title" and incident.edited_at is None
+        assert incident.next_incident_id is not None  # the pack's chain is back
         assert s.query(Fix).filter(Fix.incident_id == incident.id).one().title == "Their new fix title"
     assert not packs.import_pack(target, packs.read_folder(tmp_path / "v2")).did_change
 
@@ -241,6 +244,15 @@ def test_export_and_import_over_the_api(db, target):
         assert body["changed"] and len(body["report"]["added"]) == 4 and "4 added" in body["summary"]
         again = client.post("/import", files={"pack": ("pack.tar.gz", response.content, "application/gzip")})
         assert again.status_code == 200 and again.json()["changed"] is False
+        # the same files as a zip: read alike, nothing new
+        zipped = io.BytesIO()
+        with tarfile.open(fileobj=io.BytesIO(response.content), mode="r:gz") as tar, \
+                zipfile.ZipFile(zipped, "w") as archive:
+            for member in tar.getmembers():
+                archive.writestr(member.name, tar.extractfile(member).read())
+        as_zip = client.post("/import?overwrite=true", content=zipped.getvalue(),
+                             headers={"Content-Type": "application/zip"})
+        assert as_zip.status_code == 200 and as_zip.json()["report"]["unchanged"] == 4
 
         # a bad member: 400 naming the file and the field, nothing written
         buffer = io.BytesIO()
