@@ -35,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+from sqlalchemy import text
 
 from kb.core.redact import redact_field
 from kb.db import packs as pack_queries
@@ -53,6 +54,7 @@ from kb.services.seeding import (
     read_seeds,
 )
 
+_PG_PACK_LOCK = 0x6B62_7061_636B  # serialises exports and imports on one Postgres (slugs, keys)
 EXAMPLES_PER_INCIDENT = 3
 EXAMPLE_BYTES = 128 * 1024  # a longer log keeps its head and its tail (where crashes are)
 MAX_PACK_FILES = 5000
@@ -142,6 +144,13 @@ class ImportReport:
 
 
 # ---- export ------------------------------------------------------------------------------
+
+
+def _serialise(repo: Repository) -> None:
+    """Two exports stamping slugs, or two imports adding one incident, wait for each
+    other on Postgres instead of colliding on the unique slug (SQLite writes one at a time)."""
+    if repo.dialect == "postgresql":
+        repo.s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_PACK_LOCK})
 
 
 def slug_for(incident: Incident) -> str:
@@ -265,6 +274,7 @@ def export_pack(db: Database, incident_ids: list[int] | None = None,
         seed_examples = {s.slug: s.examples for s in seeds}
     with db.write() as session:
         repo = Repository(session)
+        _serialise(repo)
         incidents = pack_queries.live_incidents(session, incident_ids)
         if incident_ids is not None:
             missing = sorted(set(incident_ids) - {i.id for i in incidents})
@@ -671,6 +681,7 @@ def apply_pack(db: Database, prepared: PreparedPack, *, overwrite: bool = False)
     report = ImportReport(files=len(entries))
     with db.write() as session:
         repo = Repository(session)
+        _serialise(repo)
         incidents: dict[str, Incident] = {}
         touched: set[str] = set()
 
