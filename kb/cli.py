@@ -14,6 +14,8 @@ COMMANDS = {
     "serve": "kb.web.commands:serve",
     "db": "kb.db.commands:db",
     "seed": "kb.db.commands:seed",
+    "export": "kb.commands.packs:export",
+    "import": "kb.commands.packs:import_",
     "reanalyze": "kb.commands.reanalyze:reanalyze",
     "run": "kb.client.commands:run",
     "submit": "kb.client.commands:submit",

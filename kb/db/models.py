@@ -106,6 +106,9 @@ class Incident(Base):
     seeded: Mapped[bool] = mapped_column(Boolean, default=False)
     seed_digest: Mapped[str | None] = mapped_column(String(64))
     occurrence_count: Mapped[int] = mapped_column(Integer, default=0)
+    # When a person last edited the incident (PATCH /incidents/{id}): `kb import` keeps
+    # such an edit and reports the conflict instead of overwriting it (kb.services.packs).
+    edited_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     first_seen: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_seen: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -218,6 +221,9 @@ class Occurrence(Base):
 
     __table_args__ = (
         Index("ix_occurrences_incident_created", "incident_id", "created_at"),
+        # The dashboard's two weeks, read from the index alone (no row, no log blob).
+        Index("ix_occurrences_created_context", "created_at", "incident_id", "engine",
+              "engine_version", "model_arch", "gpu_name"),
         UniqueConstraint("idempotency_key", name="uq_occurrences_idempotency_key"),
     )
 

@@ -56,9 +56,66 @@ def patch_incident(db: Database, incident_id: int, patch: IncidentPatch, *,
         if patch.tags is not None:
             incident.tags = _clean_tags(patch.tags)
             repo.replace_facets(incident.id, "tag", incident.tags)
-        incident.updated_at = utcnow()
+        curated = apply_curated_fields(repo, incident, patch)
+        incident.updated_at = incident.edited_at = utcnow()
         session.flush()
+        if curated:  # an engine limitation or a chain changes the advice
+            refresh_recommended_path(repo, incident)
         return detail_in(repo, incident.id, base_url=base_url)
+
+
+def _curated_check(check: object, value: str, field: str) -> None:
+    try:
+        check(value, field)  # type: ignore[operator]
+    except fixschema.RecordError as exc:
+        raise InvalidInput(str(exc), field=exc.field) from None
+
+
+def apply_curated_fields(repo: Repository, incident: Incident, patch: IncidentPatch) -> bool:
+    """The seed schema's curated fields of `patch` onto `incident`, checked as `kb seed`
+    checks them (PEP 440 ranges and versions, a `next` that exists and makes no cycle);
+    a refusal names the field. True when one was given."""
+    given = False
+    for name, check in (("affected_versions", fixschema.check_specifier),
+                        ("fixed_in", fixschema.check_version)):
+        value = getattr(patch, name)
+        if value is None:
+            continue
+        given = True
+        value = value.strip()
+        if value:
+            _curated_check(check, value, name)
+        setattr(incident, name, value[:200 if name == "affected_versions" else 40] or None)
+    if patch.engine_limitation is not None:
+        given = True
+        incident.engine_limitation = bool(patch.engine_limitation)
+    if patch.next is not None:
+        given = True
+        incident.next_incident_id = _next_id(repo, incident, patch.next)
+    return given
+
+
+def _next_id(repo: Repository, incident: Incident, ref: int | str) -> int | None:
+    """The incident `ref` (an id or a slug; 0 or "" for none) names as the crash that
+    follows `incident`, refused when it does not exist or would close a loop."""
+    if isinstance(ref, str):
+        ref = ref.strip().lstrip("#")
+        if not ref:
+            return None
+        target = repo.incident(int(ref)) if ref.isdigit() and len(ref) < 19 else repo.incident_by_slug(ref)
+    elif ref == 0:
+        return None
+    else:
+        target = repo.incident(ref) if 0 < ref < 2**63 else None
+    if target is None:
+        raise InvalidInput(f"next: {ref!r} is not an incident (give its number or slug)", field="next")
+    target_id = repo.live_incident_id(target.id)
+    live_target = repo.incident(target_id)
+    after = repo.chain(target_id, live_target.next_incident_id) if live_target else []
+    if target_id == incident.id or any(i.id == incident.id for i in after):
+        raise InvalidInput(f"next: #{target_id} leads back to #{incident.id}; a chain cannot loop",
+                           field="next")
+    return target_id
 
 
 def _check_fix(title: str | None, kind: str | None, change: object, applies_to: object) -> None:

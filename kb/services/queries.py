@@ -190,7 +190,8 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         analysis=repo.latest_analysis(incident.id),
         merges=[MergeView(m.id, m.source_id, m.target_id, m.created_at, m.undone_at)
                 for m in repo.merges_of(incident.id)],
-        breakdown=_breakdown(repo, incident.id))
+        breakdown=_breakdown(repo, incident.id),
+        edited_at=incident.edited_at)
 
 
 def _breakdown(repo: Repository, incident_id: int) -> OccurrenceBreakdown:

@@ -135,9 +135,10 @@ def _opt_str(data: dict[str, Any], key: str, where: str) -> str | None:
     return str(value).strip() or None
 
 
-def parse_seed(path: Path) -> Seed:
+def parse_seed(path: Path, raw: bytes | None = None) -> Seed:
+    """The seed in file `path` (its bytes `raw` when given: a knowledge pack's member)."""
     where = str(path)
-    raw = path.read_bytes()
+    raw = path.read_bytes() if raw is None else raw
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:

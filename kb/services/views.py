@@ -271,6 +271,7 @@ class IncidentDetail:
     analysis: dict[str, Any] | None = None
     merges: list[MergeView] = field(default_factory=list)  # into or out of this incident
     breakdown: OccurrenceBreakdown = field(default_factory=OccurrenceBreakdown)
+    edited_at: datetime | None = None  # last edit by a person (PATCH /incidents/{id})
 
 
 @dataclass(slots=True)
@@ -330,9 +331,18 @@ OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
 
 @dataclass(slots=True)
 class IncidentPatch:
+    """PATCH /incidents/{id}: the fields given are changed, the others kept. The curated
+    fields of the seed schema too: `next` (the id or slug of the crash that follows once
+    this one is fixed; 0 or "" clears it), `affected_versions` (a PEP 440 range) and
+    `fixed_in` (a PEP 440 version), "" clearing either, and `engine_limitation`."""
+
     title: str | None = None
     notes: str | None = None
     tags: list[str] | None = None
+    next: int | str | None = None
+    affected_versions: str | None = None
+    fixed_in: str | None = None
+    engine_limitation: bool | None = None
 
 
 @dataclass(slots=True)

@@ -346,7 +346,8 @@ async def get_incident(request: Request, state: State, incident_id: StoredId,
 
 
 @patch("/incidents/{incident_id:int}", guards=[require_token], tags=["curation"],
-       summary="Edit an incident's title, notes or tags", responses=errors(*WRITE_ERRORS, 404))
+       summary="Edit an incident's title, notes, tags or curated fields (next, affected_versions, "
+               "fixed_in, engine_limitation)", responses=errors(*WRITE_ERRORS, 404))
 async def patch_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[IncidentPatch]) -> IncidentDetail:
     return await in_thread(state, curate.patch_incident, db_of(state), incident_id, data,

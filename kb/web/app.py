@@ -141,7 +141,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
             app.state.db.dispose()
 
     return Litestar(
-        route_handlers=[*api.ROUTES, *apidocs.ROUTES, *_optional_routes("kb.web.pages")],
+        route_handlers=[*api.ROUTES, *apidocs.ROUTES, *_optional_routes("kb.web.pages"),
+                        *_optional_routes("kb.web.dashboard"), *_optional_routes("kb.web.packs")],
         guards=[refuse_other_sites],
         before_send=[security_headers],
         state=State({"settings": settings, "db": db, "owns_db": owns_db,

@@ -324,6 +324,9 @@ async def edit_incident(request: Request, state: State, incident_id: StoredId) -
     form = await _form(request)
     tags = [t for t in form.get("tags", "").replace("\n", ",").split(",") if t.strip()]
     patch = IncidentPatch(title=form.get("title"), notes=form.get("notes", ""), tags=tags)
+    if "curated" in form:  # the form's curated fields (a checkbox is absent when cleared)
+        patch.next, patch.affected_versions = form.get("next", ""), form.get("affected_versions", "")
+        patch.fixed_in, patch.engine_limitation = form.get("fixed_in", ""), "engine_limitation" in form
     try:
         await in_thread(state, curate.patch_incident, db_of(state), incident_id, patch,
                         base_url=base_url(request))
