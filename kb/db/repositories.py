@@ -526,8 +526,8 @@ class Repository:
     def list_incidents(self, *, q: str | None, engine: str | None, version_ids: set[int] | None,
                        version: str | None, model_arch: str | None, gpu: str | None,
                        phase: str | None, has_fix: bool | None, path: str | None,
-                       tag: str | None, sort: str, offset: int, limit: int
-                       ) -> tuple[list[tuple[Incident, int]], int]:
+                       tag: str | None, sort: str, offset: int, limit: int,
+                       status: str | None = None) -> tuple[list[tuple[Incident, int]], int]:
         fix_count = (select(func.count(Fix.id)).where(Fix.incident_id == Incident.id)
                      .correlate(Incident).scalar_subquery())
         conditions: list[Any] = [Incident.merged_into_id.is_(None)]
@@ -542,6 +542,8 @@ class Repository:
             conditions.append(Incident.phase == phase)
         if path:
             conditions.append(Incident.recommended_path == path)
+        if status:
+            conditions.append(Incident.status == status)
         if has_fix is not None:
             has = exists().where(Fix.incident_id == Incident.id)
             conditions.append(has if has_fix else ~has)

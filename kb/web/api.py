@@ -119,7 +119,8 @@ async def upload_answer(request: Request, state: State, data: bytes, overrides: 
                                        max_bytes=settings.max_upload_bytes,
                                        idempotency_key=idempotency_key)
     return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
-                           candidate_limit=settings.match_candidates)
+                           candidate_limit=settings.match_candidates,
+                           notifier=state.get("notifier"))
 
 
 def base_url(request: Request) -> str:
