@@ -78,13 +78,19 @@ def _non_negative_int(value: str) -> int:
 WEBHOOK_FORMATS = ("json", "slack")
 
 
+def webhook_parts(entry: str) -> tuple[str, str]:
+    """A KB_WEBHOOKS entry `[FORMAT=]URL` as (format, URL); `json` when it names none."""
+    form, sep, url = entry.partition("=")
+    if not sep or "://" in form:
+        return "json", entry
+    return form, url
+
+
 def _webhooks(value: str) -> tuple[str, ...]:
     """KB_WEBHOOKS entries, each `[FORMAT=]URL` (kb.services.webhooks reads them)."""
     entries = _tokens(value)
     for entry in entries:
-        form, sep, url = entry.partition("=")
-        if not sep or "://" in form:
-            form, url = "json", entry
+        form, url = webhook_parts(entry)
         if form not in WEBHOOK_FORMATS:
             raise ValueError(f"webhook format must be one of {', '.join(WEBHOOK_FORMATS)}, got {form!r}")
         if not url.startswith(("http://", "https://")):

@@ -323,6 +323,12 @@ def incident_report(detail: Mapping[str, Any], *, base_url: str | None = None) -
         head.append(_cut("  tags: " + ", ".join(str(t) for t in detail["tags"]), WIDTH))
     if detail.get("signature"):
         head.append(_cut(f"  signature: {detail['signature']}", WIDTH))
+    if detail.get("status") == "regressed":
+        since = f" (resolved in {detail['resolved_in']})" if detail.get("resolved_in") else ""
+        head.append(_cut(f"  REGRESSION: occurred again after it was resolved{since}", WIDTH))
+    elif detail.get("status") == "resolved":
+        head.append(_cut("  resolved" + (f" in {detail['resolved_in']}" if detail.get("resolved_in")
+                                         else ""), WIDTH))
     merged = detail.get("merged_into")
     if isinstance(merged, Mapping):
         head.append(_cut(f"  merged into #{merged.get('id')} {merged.get('title') or ''}", WIDTH))

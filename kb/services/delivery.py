@@ -63,8 +63,9 @@ class Deliverer:
             while True:
                 try:
                     sent = await self.deliver_due(client)
-                except Exception:  # the database is down, ...: log and poll again
-                    log.exception("delivering notifications failed; retrying")
+                except Exception as exc:  # the database is down, ...: log and poll again
+                    log.warning("delivering notifications failed (%s: %s); retrying",
+                                type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
                     sent = 0
                 if not sent:
                     with contextlib.suppress(TimeoutError):

@@ -17,6 +17,7 @@ incident checks again, so a spike is late, not lost.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import event, func, select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from kb.config import Settings
@@ -32,6 +34,7 @@ from kb.db.models import Incident, NotificationOutbox, Occurrence
 from kb.db.session import Database
 from kb.services.webhooks import WebhookTarget, parse_targets
 
+log = logging.getLogger("kb.notifications")
 SPIKE_WINDOW = timedelta(hours=1)
 _CACHE_LIMIT = 10_000
 
@@ -149,10 +152,14 @@ def spike_after_fast_store(db: Database, notifier: Notifier | None, incident_id:
         return
     if not notifier._may_spike(incident_id, total, now):
         return
-    with db.write() as session:
-        notifier.check_spike(session, incident_id, total, now, lambda n: spike_payload(
-            incident_payload(incident_id, title, url, occurrences=total), n,
-            notifier.spike_per_hour))
+    try:
+        with db.write() as session:
+            notifier.check_spike(session, incident_id, total, now, lambda n: spike_payload(
+                incident_payload(incident_id, title, url, occurrences=total), n,
+                notifier.spike_per_hour))
+    except SQLAlchemyError as exc:  # the upload is stored: answer it; the next one checks
+        log.warning("spike check of incident %d failed: %s", incident_id,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
 def spike_payload(incident: dict[str, Any], hourly: int, threshold: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from kb.config import WEBHOOK_FORMATS
+from kb.config import webhook_parts
 from kb.core.redact import redact_field
 
 EVENTS = ("new_incident", "regression", "spike")
@@ -40,9 +40,7 @@ def target_label(form: str, url: str) -> str:
 
 def parse_target(entry: str) -> WebhookTarget:
     """One KB_WEBHOOKS entry, `[FORMAT=]URL` (kb.config checked its form)."""
-    form, sep, url = entry.partition("=")
-    if not sep or "://" in form or form not in WEBHOOK_FORMATS:
-        form, url = "json", entry
+    form, url = webhook_parts(entry)
     key = hashlib.sha256(f"{form} {url}".encode()).hexdigest()[:32]
     return WebhookTarget(key=key, format=form, url=url, label=target_label(form, url))
 

@@ -309,6 +309,9 @@ async def list_incidents(
     path: Q[str | None, QueryParameter(description="the recommended path",
                                        schema_extra={"enum": list(PATHS)})] = None,
     tag: Q[str | None, QueryParameter(description="a tag")] = None,
+    status: Q[str | None, QueryParameter(description="resolve status (regressed: a resolved "
+                                                     "incident that occurred again)",
+                                         schema_extra={"enum": list(queries.STATUSES)})] = None,
     sort: Q[str, QueryParameter(description="newest first, or most occurrences first, ...",
                                 schema_extra={"enum": list(queries.SORTS)})] = "last_seen",
     page: Q[int, QueryParameter(ge=1, le=queries.MAX_PAGE)] = 1,
@@ -317,7 +320,7 @@ async def list_incidents(
 ) -> Response[IncidentList]:
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
-                      per_page=per_page)
+                      per_page=per_page, status=status)
     listing = await in_thread(state, queries.list_incidents, db_of(state), query,
                               base_url=base_url(request))
     kept = [(k, v) for k, v in request.query_params.items() if k != "format"]

@@ -91,6 +91,9 @@ def test_new_incident_spike_and_regression_are_each_delivered_once(db, receiver)
         assert all(d["ok"] and d["status_code"] == 200 for d in log["deliveries"])
         assert len(log["deliveries"]) == 6
         assert all("127.0.0.1" in w and "/hook" not in w for w in log["webhooks"])
+        page = client.get("/ui/notifications").text
+        assert page.count("<td>delivered") == 0 and page.count(">delivered<") == 6
+        assert "regression" in page and "spike" in page and "/hook" not in page
 
 
 def test_a_receiver_that_is_down_gets_the_notification_once_it_is_up(db):
