@@ -380,7 +380,8 @@ def list_report(listing: Mapping[str, Any], *, base_url: str | None = None) -> s
         seen = f"{item.get('occurrences') or 0}x"
         fixes = f"{item.get('fixes') or 0} fix" + ("es" if (item.get("fixes") or 0) != 1 else "")
         prefix = f"  #{item.get('id'):<5} {str(item.get('engine') or '-'):<12} {seen:>5} {fixes:<8} "
-        lines.append(_cut(prefix + str(item.get("title") or ""), WIDTH))
+        status = f"[{item['status']}] " if item.get("status") in ("resolved", "regressed") else ""
+        lines.append(_cut(prefix + status + str(item.get("title") or ""), WIDTH))
     if pages > page:
         lines.append(f"  … more on page {page + 1}")
     return _join([lines])

@@ -135,6 +135,8 @@ def test_the_text_report_and_the_pages_say_regression(client):
     upload(client, vllm_log(), engine_version="0.9.0")
     text = client.get(f"/incidents/{incident}", params={"format": "text"}).text
     assert "REGRESSION: occurred again after it was resolved (resolved in 0.8.5)" in text
+    listed = client.get("/incidents", params={"format": "text", "status": "regressed"}).text
+    assert f"#{incident}" in listed and "[regressed] " in listed
     page = client.get(f"/ui/incidents/{incident}").text
     assert "Status: regressed" in page and 'role="alert"' in page
     assert f'action="/ui/incidents/{incident}/reopen"' in page
