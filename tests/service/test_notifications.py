@@ -255,3 +255,28 @@ def test_webhook_targets_keep_their_url_secret():
     assert settings.webhooks == ("slack=http://127.0.0.1/a", "http://127.0.0.1/b")
     assert settings.spike_per_hour == 0
     assert Settings.from_env(settings.to_env()) == settings
+
+
+def test_kb_serve_with_two_workers_delivers_each_notification_once(fresh_db_url, receiver, tmp_path):
+    """A real `kb serve --workers 2`: both processes run a delivery task on one outbox;
+    every new incident reaches the receiver exactly once."""
+    import os
+
+    from tests.conftest import kb_serve_process
+
+    env = {**os.environ, "KB_DATABASE_URL": fresh_db_url, "KB_SEED": "0",
+           "KB_LOG_LEVEL": "warning", "KB_WEBHOOKS": receiver.url()}
+    env.pop("KB_API_TOKENS", None)
+    with kb_serve_process(env, tmp_path / "serve.log", "--workers", "2") as base:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            ids = set()
+            for n in range(12):
+                response = client.post("/incidents", files={"log": (
+                    "v.log", vllm_log(exception=f"Served{n}Error", message=f"m {n}").encode())})
+                assert response.status_code == 201, response.text
+                ids.add(response.json()["incident"]["id"])
+            wait_until(lambda: len(receiver.bodies()) >= 12, timeout=30)
+            time.sleep(1.5)
+            assert _events(receiver.bodies()) == sorted(("new_incident", i) for i in ids)
+            log = client.get("/notifications").json()
+            assert [n["status"] for n in log["notifications"]] == ["delivered"] * 12
