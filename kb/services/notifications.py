@@ -84,7 +84,9 @@ class Notifier:
 
     # ---- spikes ----------------------------------------------------------------------
 
-    def _may_spike(self, incident_id: int, total: int, now: datetime) -> bool:
+    def may_spike(self, incident_id: int, total: int, now: datetime) -> bool:
+        """Whether the incident, at `total` occurrences, could have reached the threshold
+        since it was last checked (False: no query needed)."""
         with self._lock:
             seen = self._seen.get(incident_id)
         if seen is None or now - seen.at > SPIKE_WINDOW:
@@ -106,7 +108,7 @@ class Notifier:
         occurrence (which holds the incident's row lock until commit). `payload(n)`
         makes the event's payload for n occurrences within the hour."""
         threshold = self.spike_per_hour
-        if not (self.enabled and threshold) or not self._may_spike(incident_id, total, now):
+        if not (self.enabled and threshold) or not self.may_spike(incident_id, total, now):
             return False
         since = now - SPIKE_WINDOW
         recent = select(Occurrence.id).where(Occurrence.incident_id == incident_id,
@@ -150,7 +152,7 @@ def spike_after_fast_store(db: Database, notifier: Notifier | None, incident_id:
     in a short transaction of its own, and only when the count could have reached it."""
     if notifier is None or not notifier.enabled or not notifier.spike_per_hour:
         return
-    if not notifier._may_spike(incident_id, total, now):
+    if not notifier.may_spike(incident_id, total, now):
         return
     try:
         with db.write() as session:
