@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from kb.db.models import NotificationDelivery, NotificationOutbox
@@ -82,6 +82,14 @@ def record_attempt(session: Session, outbox_id: int, *, ok: bool, status_code: i
                                      duration_ms=round(duration_ms, 1), created_at=now))
 
 
+def prune(session: Session, before: datetime) -> int:
+    """Delete settled notifications (delivered, failed, dropped) created before `before`,
+    with their attempts (ON DELETE CASCADE); pending ones stay whatever their age."""
+    result = session.execute(delete(NotificationOutbox).where(
+        NotificationOutbox.status != "pending", NotificationOutbox.created_at < before))
+    return result.rowcount or 0
+
+
 def recent_notifications(session: Session, limit: int) -> list[NotificationOutbox]:
     return list(session.scalars(select(NotificationOutbox)
                                 .order_by(NotificationOutbox.id.desc()).limit(limit)))
@@ -96,5 +104,5 @@ def recent_deliveries(session: Session, limit: int
     return [(r[0], r[1]) for r in rows]
 
 
-__all__ = ["Claimed", "any_due", "backoff", "claim", "recent_deliveries",
+__all__ = ["Claimed", "any_due", "backoff", "claim", "prune", "recent_deliveries",
            "recent_notifications", "record_attempt"]

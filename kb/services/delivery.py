@@ -31,6 +31,9 @@ from kb.services.webhooks import WebhookTarget, body_for, parse_targets
 log = logging.getLogger("kb.delivery")
 BATCH = 20  # notifications claimed (and sent concurrently) at once
 MAX_POLL_SECONDS = 1.0
+# Settled notifications and their attempts are kept this long, then pruned (hourly).
+RETENTION = timedelta(days=30)
+PRUNE_EVERY = timedelta(hours=1)
 
 
 class Deliverer:
@@ -60,8 +63,12 @@ class Deliverer:
         timeout = httpx.Timeout(self.timeout)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False,
                                      trust_env=False) as client:
+            pruned_at = utcnow() - PRUNE_EVERY
             while True:
                 try:
+                    if utcnow() - pruned_at >= PRUNE_EVERY:
+                        pruned_at = utcnow()
+                        await anyio.to_thread.run_sync(self.prune)
                     sent = await self.deliver_due(client)
                 except Exception as exc:  # the database is down, ...: log and poll again
                     log.warning("delivering notifications failed (%s: %s); retrying",
@@ -77,6 +84,11 @@ class Deliverer:
         if claimed:
             await asyncio.gather(*(self._deliver(client, c) for c in claimed))
         return len(claimed)
+
+    def prune(self) -> int:
+        """Forget settled notifications older than RETENTION."""
+        with self.db.write() as session:
+            return outbox.prune(session, utcnow() - RETENTION)
 
     def _claim(self) -> list[outbox.Claimed]:
         now = utcnow()

@@ -280,3 +280,34 @@ def test_kb_serve_with_two_workers_delivers_each_notification_once(fresh_db_url,
             assert _events(receiver.bodies()) == sorted(("new_incident", i) for i in ids)
             log = client.get("/notifications").json()
             assert [n["status"] for n in log["notifications"]] == ["delivered"] * 12
+
+
+def test_settled_notifications_are_pruned_after_the_retention(db, receiver):
+    from datetime import timedelta
+
+    from kb.db.models import NotificationDelivery, utcnow
+    from kb.services.delivery import RETENTION
+
+    settings = Settings(database_url=db.url, webhooks=(receiver.url(),), seed=False)
+    notifier = Notifier.from_settings(settings)
+    for n in range(3):
+        prepared = ingest.prepare_upload(vllm_log(exception=f"Old{n}Error").encode(), Overrides(),
+                                         max_bytes=1 << 20)
+        ingest.store_upload(db, prepared, base_url=BASE_URL, notifier=notifier)
+    deliverer = Deliverer(db, settings)
+
+    async def once() -> int:
+        async with httpx.AsyncClient() as client:
+            return await deliverer.deliver_due(client)
+
+    with db.write() as session:  # one stays pending: it is never pruned
+        session.get(NotificationOutbox, 3).next_attempt_at = utcnow() + timedelta(days=1)
+    assert asyncio.run(once()) == 2
+    with db.write() as session:
+        for row in session.scalars(select(NotificationOutbox)):
+            row.created_at = utcnow() - RETENTION - timedelta(days=1 if row.id != 2 else -1)
+    assert deliverer.prune() == 1
+    with db.read() as session:
+        left = sorted((r.id, r.status) for r in session.scalars(select(NotificationOutbox)))
+        attempts = session.execute(select(func.count()).select_from(NotificationDelivery)).scalar()
+    assert left == [(2, "delivered"), (3, "pending")] and attempts == 1
