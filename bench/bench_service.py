@@ -145,10 +145,47 @@ def make_logs(count: int, size: int, seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
+class WebhookReceiver:
+    """`--webhook local`: a webhook receiver on 127.0.0.1 in this process, counting what
+    the service's notifications deliver (answers 200 at once)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        receiver = self
+        self.events: dict[str, int] = {}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                event = self.headers.get("X-KB-Event") or "?"
+                receiver.events[event] = receiver.events.get(event, 0) + 1
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @contextmanager
-def serve(url: str, workers: int):
-    """`kb serve --workers N` on `url`, started as the end-to-end tests start it."""
+def serve(url: str, workers: int, webhook: str | None = None):
+    """`kb serve --workers N` on `url`, started as the end-to-end tests start it (with
+    `webhook`: KB_WEBHOOKS, so new incidents and spikes are notified)."""
     env = {**os.environ, "KB_DATABASE_URL": url, "KB_SEED": "0", "KB_LOG_LEVEL": "warning"}
+    if webhook:
+        env["KB_WEBHOOKS"] = webhook
     with tempfile.TemporaryDirectory() as tmp, kb_serve_process(
             env, Path(tmp) / "serve.log", "--workers", str(workers)) as base:
         yield base
@@ -434,7 +471,12 @@ def main() -> None:
     parser.add_argument("--skip-uploads", action="store_true")
     parser.add_argument("--skip-match", action="store_true")
     parser.add_argument("--skip-in-process", action="store_true")
+    parser.add_argument("--webhook", default=None,
+                        help="serve with notifications to this KB_WEBHOOKS value; `local`: a "
+                             "receiver on 127.0.0.1 in this process, whose counts are printed")
     args = parser.parse_args()
+    receiver = WebhookReceiver() if args.webhook == "local" else None
+    webhook = receiver.url if receiver else args.webhook
     rng = random.Random(42)
 
     print(f"Crash KB service benchmark on {os.cpu_count()} CPU(s), Postgres "
@@ -447,12 +489,17 @@ def main() -> None:
     if not args.skip_uploads:
         print(f"\n[uploads] {args.rounds} rounds of {args.uploads} uploads of {mean_kb:.0f} KiB "
               f"vLLM logs, {args.clients} concurrent clients (targets: >= 100/s, p99 <= 100 ms); "
-              f"the median round by uploads/s, and the range over rounds")
+              f"the median round by uploads/s, and the range over rounds"
+              + (f"; notifications to {webhook}" if webhook else "; no webhook"))
         print(f"  {'workers':>7} {'uploads/s':>10} {'p50 ms':>8} {'p99 ms':>8}  "
               f"{'range uploads/s':>16} {'range p99 ms':>14}  statuses")
         for workers in [int(w) for w in args.workers.split(",")]:
-            with fresh_schema(args.postgres_url) as url, serve(url, workers) as base:
+            with fresh_schema(args.postgres_url) as url, serve(url, workers, webhook) as base:
                 rounds = run_uploads(base, logs, args.uploads, args.clients, args.rounds)
+                if receiver:
+                    time.sleep(2)  # the last notifications' delivery
+                    print(f"  webhook received {dict(sorted(receiver.events.items()))}", flush=True)
+                    receiver.events.clear()
             rounds.sort(key=lambda r: r["per_s"])
             median = rounds[len(rounds) // 2]
             statuses: dict[int, int] = {}

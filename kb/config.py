@@ -68,6 +68,37 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"expected 0 or a positive integer, got {value!r}")
+    return number
+
+
+WEBHOOK_FORMATS = ("json", "slack")
+
+
+def webhook_parts(entry: str) -> tuple[str, str]:
+    """A KB_WEBHOOKS entry `[FORMAT=]URL` as (format, URL); `json` when it names none."""
+    form, sep, url = entry.partition("=")
+    if not sep or "://" in form:
+        return "json", entry
+    return form, url
+
+
+def _webhooks(value: str) -> tuple[str, ...]:
+    """KB_WEBHOOKS entries, each `[FORMAT=]URL` (kb.services.webhooks reads them)."""
+    entries = _tokens(value)
+    for entry in entries:
+        form, url = webhook_parts(entry)
+        if form not in WEBHOOK_FORMATS:
+            raise ValueError(f"webhook format must be one of {', '.join(WEBHOOK_FORMATS)}, got {form!r}")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("a webhook is an http:// or https:// URL, optionally after "
+                             "`json=` or `slack=`")
+    return entries
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One row of the settings table."""
@@ -130,6 +161,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("threads", "KB_THREADS", None, _positive_int,
             "Worker threads per process for analysis and database work."),
     Setting("log_level", "KB_LOG_LEVEL", None, str, "Log level of `kb serve` (debug, info, warning)."),
+    Setting("webhooks", "KB_WEBHOOKS", None, _webhooks,
+            "Where to send notifications (a new incident, a regression, a spike), "
+            "comma-separated, each `[FORMAT=]URL`: `json=` (default) posts the event as JSON, "
+            "`slack=` posts Slack-compatible `{\"text\": ...}`. Empty: no notifications.",
+            secret=True),
+    Setting("spike_per_hour", "KB_SPIKE_PER_HOUR", None, _non_negative_int,
+            "Occurrences of one incident within an hour that make a spike notification "
+            "(once per incident per hour). 0: no spike notifications."),
+    Setting("webhook_timeout", "KB_WEBHOOK_TIMEOUT", None, _positive_float,
+            "Seconds one webhook delivery may take (connect and answer) before it counts as "
+            "failed and is retried."),
+    Setting("webhook_retry_seconds", "KB_WEBHOOK_RETRY_SECONDS", None, _positive_float,
+            "Seconds before the first retry of a failed delivery; each further retry waits "
+            "twice as long (at most an hour)."),
+    Setting("webhook_max_attempts", "KB_WEBHOOK_MAX_ATTEMPTS", None, _positive_int,
+            "Delivery attempts per notification and webhook before it is given up (`failed`)."),
 )
 
 
@@ -153,6 +200,11 @@ class Settings:
     db_timeout: float = 5.0
     threads: int = 16
     log_level: str = "info"
+    webhooks: tuple[str, ...] = ()
+    spike_per_hour: int = 50
+    webhook_timeout: float = 5.0
+    webhook_retry_seconds: float = 10.0
+    webhook_max_attempts: int = 10
 
     @property
     def max_upload_bytes(self) -> int:
@@ -166,7 +218,7 @@ class Settings:
         values: dict[str, Any] = {}
         for setting in SETTINGS:
             raw = environ.get(setting.env)
-            if raw is None or (raw == "" and setting.name not in {"api_tokens", "seed"}):
+            if raw is None or (raw == "" and setting.name not in {"api_tokens", "seed", "webhooks"}):
                 continue
             try:
                 values[setting.name] = setting.parse(raw)

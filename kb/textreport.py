@@ -323,6 +323,12 @@ def incident_report(detail: Mapping[str, Any], *, base_url: str | None = None) -
         head.append(_cut("  tags: " + ", ".join(str(t) for t in detail["tags"]), WIDTH))
     if detail.get("signature"):
         head.append(_cut(f"  signature: {detail['signature']}", WIDTH))
+    if detail.get("status") == "regressed":
+        since = f" (resolved in {detail['resolved_in']})" if detail.get("resolved_in") else ""
+        head.append(_cut(f"  REGRESSION: occurred again after it was resolved{since}", WIDTH))
+    elif detail.get("status") == "resolved":
+        head.append(_cut("  resolved" + (f" in {detail['resolved_in']}" if detail.get("resolved_in")
+                                         else ""), WIDTH))
     merged = detail.get("merged_into")
     if isinstance(merged, Mapping):
         head.append(_cut(f"  merged into #{merged.get('id')} {merged.get('title') or ''}", WIDTH))
@@ -374,7 +380,8 @@ def list_report(listing: Mapping[str, Any], *, base_url: str | None = None) -> s
         seen = f"{item.get('occurrences') or 0}x"
         fixes = f"{item.get('fixes') or 0} fix" + ("es" if (item.get("fixes") or 0) != 1 else "")
         prefix = f"  #{item.get('id'):<5} {str(item.get('engine') or '-'):<12} {seen:>5} {fixes:<8} "
-        lines.append(_cut(prefix + str(item.get("title") or ""), WIDTH))
+        status = f"[{item['status']}] " if item.get("status") in ("resolved", "regressed") else ""
+        lines.append(_cut(prefix + status + str(item.get("title") or ""), WIDTH))
         match = item.get("log_match")
         if isinstance(match, Mapping) and match.get("line"):  # where its log matched `q`
             lines.append(_cut(f"         log #{match.get('occurrence_id')}: {match['line']}", WIDTH))

@@ -31,7 +31,10 @@ OCCURRENCE_COLUMNS = tuple(c.name for c in Occurrence.__table__.columns if c.nam
 
 
 def _statement():
-    head = routed(*HEAD_COLUMNS).where(Incident.merged_into_id.is_(None)).cte("head")
+    # A resolved incident takes the general path: an upload may make it a regression
+    # (kb.services.regressions), decided in Python (PEP 440), in that transaction.
+    head = routed(*HEAD_COLUMNS).where(Incident.merged_into_id.is_(None),
+                                       Incident.status != "resolved").cte("head")
     table = Occurrence.__table__
     # Each value is cast to its column's type: Postgres cannot infer the type of a
     # parameter in a SELECT list (a NULL would arrive as text).

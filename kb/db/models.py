@@ -113,8 +113,17 @@ class Incident(Base):
     last_seen: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # open | resolved | regressed (kb.services.regressions): a resolved incident that
+    # occurs again at or past `resolved_in` (any version when NULL) is a regression.
+    status: Mapped[str] = mapped_column(String(20), default="open", server_default="open")
+    resolved_in: Mapped[str | None] = mapped_column(String(60))
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    regressed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When the last spike notification went out: at most one per incident per hour.
+    spike_notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
+        Index("ix_incidents_status", "status"),
         Index("ix_incidents_engine_phase", "engine", "phase"),
         Index("ix_incidents_last_seen", "last_seen"),
         Index("ix_incidents_recommended_path", "recommended_path"),
@@ -298,5 +307,68 @@ class IncidentMerge(Base):
     undone_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-TABLES = ("incident_merges", "fix_outcomes", "fixes", "occurrences", "incident_facets", "incident_fingerprints",
+class IncidentResolution(Base):
+    """One step of an incident's resolve history: resolved (in a version, from a fix),
+    reopened by a person, or regressed (an occurrence at or past the version)."""
+
+    __tablename__ = "incident_resolutions"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"),
+                                             index=True)
+    action: Mapped[str] = mapped_column(String(20))  # resolved | reopened | regressed
+    version: Mapped[str | None] = mapped_column(String(60))
+    fix_id: Mapped[int | None] = mapped_column(ForeignKey("fixes.id", ondelete="SET NULL"))
+    occurrence_id: Mapped[int | None] = mapped_column(
+        ForeignKey("occurrences.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class NotificationOutbox(Base):
+    """One notification for one webhook, written in the transaction that made the event
+    (so it survives the process), delivered by kb.services.delivery. `target` is a hash
+    of the configured URL (a Slack URL holds its token: never stored), `target_label`
+    its scheme and host."""
+
+    __tablename__ = "notification_outbox"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(36))  # shared by the event's webhooks
+    event: Mapped[str] = mapped_column(String(20))  # new_incident | regression | spike
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"),
+                                             index=True)
+    target: Mapped[str] = mapped_column(String(32))
+    target_label: Mapped[str] = mapped_column(String(300))
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | delivered | failed | dropped
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # A process delivering the row holds it until then; another may take it over after.
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_notification_outbox_status_next", "status", "next_attempt_at"),)
+
+
+class NotificationDelivery(Base):
+    """One delivery attempt of an outbox row: the delivery log."""
+
+    __tablename__ = "notification_deliveries"
+
+    id: Mapped[int] = mapped_column(IdType, primary_key=True)
+    outbox_id: Mapped[int] = mapped_column(ForeignKey("notification_outbox.id", ondelete="CASCADE"),
+                                           index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+TABLES = ("notification_deliveries", "notification_outbox", "incident_resolutions",
+          "incident_merges", "fix_outcomes", "fixes", "occurrences", "incident_facets", "incident_fingerprints",
           "incidents")

@@ -575,7 +575,8 @@ class Repository:
                        version: str | None, model_arch: str | None, gpu: str | None,
                        phase: str | None, has_fix: bool | None, path: str | None,
                        tag: str | None, sort: str, offset: int, limit: int,
-                       view: str | None = None, log_terms: Sequence[str] = ()
+                       view: str | None = None, log_terms: Sequence[str] = (),
+                       status: str | None = None
                        ) -> tuple[list[tuple[Incident, int]], int]:
         """One page of live incidents and the total. `q` searches the curated text
         (LIKE, wildcards escaped) and, by `log_terms`, the stored logs (kb.db.logsearch);
@@ -600,6 +601,8 @@ class Repository:
             conditions.append(Incident.phase == phase)
         if path:
             conditions.append(Incident.recommended_path == path)
+        if status:
+            conditions.append(Incident.status == status)
         if has_fix is not None:
             has = exists().where(Fix.incident_id == Incident.id)
             conditions.append(has if has_fix else ~has)

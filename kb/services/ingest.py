@@ -39,6 +39,7 @@ from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import advise, where_at, where_of
 from kb.services.errors import InvalidInput, NotText, TooLarge
+from kb.services.notifications import Notifier, spike_after_fast_store
 from kb.services.matching import (
     MatchOutcome,
     exact_match,
@@ -48,6 +49,7 @@ from kb.services.matching import (
     unique_route,
 )
 from kb.services.ruleset import ruleset
+from kb.services.upload_events import StoredUpload, record_upload_events
 from kb.services.views import (
     OVERRIDE_FIELDS,
     IncidentRef,
@@ -290,15 +292,21 @@ def replayed_upload(db: Database, idempotency_key: str, *, base_url: str,
 
 
 def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
-                 candidate_limit: int = 200, attempts: int = 4) -> UploadResult:
+                 candidate_limit: int = 200, attempts: int = 4,
+                 notifier: Notifier | None = None) -> UploadResult:
     """Match and store a prepared upload in one transaction (retried when a concurrent
-    upload of the same new crash or the same idempotency key wins), then advise."""
+    upload of the same new crash or the same idempotency key wins), then advise. What it
+    means (new incident, regression, spike) goes to `notifier`'s outbox in that same
+    transaction (kb.services.upload_events)."""
     analysis, features, occurrence = upload.analysis, upload.features, upload.occurrence
     idempotency_key = occurrence["idempotency_key"]
     now = occurrence["created_at"]
     if db.dialect == "postgresql" and analysis.identifies and not analysis.fingerprint.weak:
         known = _store_known(db, analysis, features, occurrence, now, base_url)
         if known is not None:
+            assert known.incident is not None
+            spike_after_fast_store(db, notifier, known.incident.id, known.incident.title,
+                                   known.incident.occurrences, now, known.incident.url)
             return known
     for attempt in range(attempts):
         try:
@@ -309,7 +317,7 @@ def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
                     if first is not None:
                         return _replay(repo, first, base_url, candidate_limit)
                 return _store(repo, analysis, features, occurrence, now, base_url,
-                              candidate_limit)
+                              candidate_limit, notifier)
         except IntegrityError:
             # Another upload stored the same new fingerprint (or the same idempotency
             # key) first: everything rolled back; look again.
@@ -403,8 +411,8 @@ def _store_known(db: Database, analysis: Analysis, features: CrashFeatures,
 
 
 def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
-           occurrence: dict[str, Any], now: datetime, base_url: str, candidate_limit: int
-           ) -> UploadResult:
+           occurrence: dict[str, Any], now: datetime, base_url: str, candidate_limit: int,
+           notifier: Notifier | None = None) -> UploadResult:
     """One upload's writes, in as few statements as the answer allows: a known crash
     costs the lookup, the occurrence insert, the advice reads and the counter update."""
     fp = analysis.fingerprint
@@ -449,6 +457,11 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
     if new_facets:
         repo.add_facets(head.id, new_facets)
     repo.count_occurrence(head, now)  # last: it holds the incident's row lock until commit
+    record_upload_events(repo.s, notifier, StoredUpload(
+        incident_id=head.id, title=head.title, engine=head.engine, created=created,
+        occurrence_id=occurrence_id, engine_version=occurrence["engine_version"],
+        occurrences=head.occurrence_count, url=incident_url(base_url, head.id),
+        log_url=f"{base_url.rstrip('/')}/occurrences/{occurrence_id}/log"), now)
     return UploadResult(
         incident=incident_ref(head, base_url), occurrence=OccurrenceRef(occurrence_id),
         analysis=occurrence["analysis"],

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
 
 from kb import __version__
 from kb.core.recommend import PATHS, Where, version_in
 from kb.core.records import PHASES
 from kb.db.logcodec import decompress_log
-from kb.db.models import Incident, Occurrence
+from kb.db.models import Incident, IncidentResolution, Occurrence
 from kb.db.logsearch import search_terms
 from kb.db.repositories import VIEWS, Repository
 from kb.db.session import Database
@@ -33,11 +34,13 @@ from kb.services.views import (
     MergeView,
     OccurrenceBreakdown,
     OccurrenceView,
+    ResolutionView,
     Timeline,
 )
 
 MAX_PER_PAGE = 200
 MAX_PAGE = 1_000_000  # the offset stays far inside the databases' 64-bit range
+STATUSES = ("open", "resolved", "regressed")  # kb.services.regressions
 SORTS = ("last_seen", "occurrences", "created", "id", "title", "relevance")
 # relevance: with `q`, incidents whose title, signature or notes hold it first, then by
 # the rank of their best matching log (kb.db.logsearch); without `q`, as last_seen.
@@ -54,6 +57,8 @@ def _check(query: ListQuery) -> None:
         raise InvalidInput(f"path must be one of {', '.join(PATHS)}")
     if query.phase and query.phase not in PHASES:
         raise InvalidInput(f"phase must be one of {', '.join(PHASES)}")
+    if query.status and query.status not in STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(STATUSES)}")
     if query.sort not in SORTS:
         raise InvalidInput(f"sort must be one of {', '.join(SORTS)}")
     if query.q and "\x00" in query.q:
@@ -82,13 +87,13 @@ def list_incidents(db: Database, query: ListQuery, *, base_url: str,
             version=query.version, model_arch=query.model_arch, gpu=query.gpu,
             phase=query.phase, has_fix=query.has_fix, path=query.path, tag=query.tag,
             sort=query.sort, offset=(query.page - 1) * query.per_page, limit=query.per_page,
-            view=query.view, log_terms=log_terms)
+            view=query.view, log_terms=log_terms, status=query.status)
         items = [IncidentSummary(
             id=i.id, url=incident_url(base_url, i.id), title=i.title, slug=i.slug,
             signature=i.signature, engine=i.engine, phase=i.phase, tags=list(i.tags or []),
             occurrences=i.occurrence_count, fixes=n_fixes, recommended_path=i.recommended_path,
             engine_limitation=i.engine_limitation, seeded=i.seeded, first_seen=i.first_seen,
-            last_seen=i.last_seen) for i, n_fixes in rows]
+            last_seen=i.last_seen, status=i.status) for i, n_fixes in rows]
         _add_seen_on(repo, items, today)
         if log_terms:
             matches = repo.log_matches(log_terms, (item.id for item in items))
@@ -102,7 +107,7 @@ def list_incidents(db: Database, query: ListQuery, *, base_url: str,
         ("q", query.q), ("engine", query.engine), ("version", query.version),
         ("model_arch", query.model_arch), ("gpu", query.gpu), ("phase", query.phase),
         ("has_fix", query.has_fix), ("path", query.path), ("tag", query.tag),
-        ("view", query.view)) if v is not None}
+        ("view", query.view), ("status", query.status)) if v is not None}
     return IncidentList(items=items, total=total, page=query.page, per_page=query.per_page,
                         filters=filters)
 
@@ -191,7 +196,12 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         merges=[MergeView(m.id, m.source_id, m.target_id, m.created_at, m.undone_at)
                 for m in repo.merges_of(incident.id)],
         breakdown=_breakdown(repo, incident.id),
-        edited_at=incident.edited_at)
+        edited_at=incident.edited_at,
+        status=incident.status, resolved_in=incident.resolved_in,
+        resolved_at=incident.resolved_at, regressed_at=incident.regressed_at,
+        resolutions=resolution_history(repo.s, incident.id))
+
+
 
 
 def _breakdown(repo: Repository, incident_id: int) -> OccurrenceBreakdown:
@@ -200,6 +210,15 @@ def _breakdown(repo: Repository, incident_id: int) -> OccurrenceBreakdown:
         engine_versions=[CountView(v, n) for v, n in counts["engine_version"]],
         gpus=[CountView(v, n) for v, n in counts["gpu"]],
         models=[CountView(v, n) for v, n in counts["model"]])
+
+
+def resolution_history(session: Session, incident_id: int) -> list[ResolutionView]:
+    """Resolved, reopened, regressed: the incident's steps, oldest first."""
+    rows = session.scalars(select(IncidentResolution)
+                           .where(IncidentResolution.incident_id == incident_id)
+                           .order_by(IncidentResolution.id)).all()
+    return [ResolutionView(r.action, r.created_at, r.version, r.fix_id, r.occurrence_id)
+            for r in rows]
 
 
 def occurrence_log(db: Database, occurrence_id: int) -> str:

@@ -156,6 +156,7 @@ class IncidentSummary:
     # With `q`: where its stored logs matched (kb.db.logsearch); None when only its
     # title, signature or notes matched, or without `q`.
     log_match: LogMatchView | None = None
+    status: str = "open"  # open | resolved | regressed
 
 
 @dataclass(slots=True)
@@ -231,6 +232,17 @@ class MergeView:
 
 
 @dataclass(slots=True)
+class ResolutionView:
+    """One step of an incident's resolve history."""
+
+    action: str  # resolved | reopened | regressed
+    created_at: datetime
+    version: str | None = None  # resolved in (resolved), the occurrence's (regressed)
+    fix_id: int | None = None
+    occurrence_id: int | None = None
+
+
+@dataclass(slots=True)
 class IncidentDetail:
     id: int
     url: str
@@ -272,6 +284,12 @@ class IncidentDetail:
     merges: list[MergeView] = field(default_factory=list)  # into or out of this incident
     breakdown: OccurrenceBreakdown = field(default_factory=OccurrenceBreakdown)
     edited_at: datetime | None = None  # last edit by a person (PATCH /incidents/{id})
+    # open | resolved | regressed (kb.services.regressions), and the history, oldest first
+    status: str = "open"
+    resolved_in: str | None = None
+    resolved_at: datetime | None = None
+    regressed_at: datetime | None = None
+    resolutions: list[ResolutionView] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -401,5 +419,61 @@ class ListQuery:
     tag: str | None = None
     sort: str = "last_seen"  # relevance | last_seen | occurrences | created | id | title
     view: str | None = None  # seen_here | seeded | needs_triage
+    status: str | None = None  # open | resolved | regressed
     page: int = 1
     per_page: int = 50
+
+
+@dataclass(slots=True)
+class ResolveRequest:
+    """POST /incidents/{id}/resolve: resolved in `version`, or in the version the fix
+    `fix_id` upgrades to; neither: resolved whatever the version."""
+
+    version: Annotated[str, msgspec.Meta(max_length=60)] | None = None
+    fix_id: StoredRowId | None = None
+
+
+@dataclass(slots=True)
+class DeliveryView:
+    """One delivery attempt of a notification, with the notification's state."""
+
+    id: int
+    notification_id: int
+    event: str  # new_incident | regression | spike
+    event_id: str
+    incident_id: int
+    target: str  # the webhook's scheme and host (its URL is a secret)
+    attempt: int
+    ok: bool
+    status_code: int | None
+    error: str | None
+    duration_ms: float
+    created_at: datetime
+    notification_status: str  # pending | delivered | failed | dropped
+
+
+@dataclass(slots=True)
+class NotificationView:
+    """A notification for one webhook and where its delivery stands."""
+
+    id: int
+    event: str
+    event_id: str
+    incident_id: int
+    target: str
+    status: str
+    attempts: int
+    next_attempt_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+@dataclass(slots=True)
+class DeliveryLog:
+    """GET /notifications: the newest notifications and delivery attempts."""
+
+    webhooks: list[str]  # the configured webhooks, as scheme and host
+    notifications: list[NotificationView]
+    deliveries: list[DeliveryView]

@@ -120,7 +120,8 @@ async def upload_answer(request: Request, state: State, data: bytes, overrides: 
                                        max_bytes=settings.max_upload_bytes,
                                        idempotency_key=idempotency_key)
     return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
-                           candidate_limit=settings.match_candidates)
+                           candidate_limit=settings.match_candidates,
+                           notifier=state.get("notifier"))
 
 
 def base_url(request: Request) -> str:
@@ -320,13 +321,16 @@ async def list_incidents(
         "relevance (with q: text matches, then best log matches; else as last_seen), "
         "newest first, most occurrences first, ..."),
         schema_extra={"enum": list(queries.SORTS)})] = "relevance",
+    status: Q[str | None, QueryParameter(description="resolve status (regressed: a resolved "
+                                                     "incident that occurred again)",
+                                         schema_extra={"enum": list(queries.STATUSES)})] = None,
     page: Q[int, QueryParameter(ge=1, le=queries.MAX_PAGE)] = 1,
     per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
     format: Format = None,
 ) -> Response[IncidentList]:
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
-                      per_page=per_page, view=view)
+                      per_page=per_page, view=view, status=status)
     listing = await in_thread(state, queries.list_incidents, db_of(state), query,
                               base_url=base_url(request))
     kept = [(k, v) for k, v in request.query_params.items() if k != "format"]

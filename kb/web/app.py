@@ -24,6 +24,7 @@ from kb.web import api, apidocs
 from kb.web.budget import ByteBudget
 from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
 from kb.web.negotiate import FORMATS, VARY, answer_format
+from kb.web.notifications import start_notifications, stop_notifications
 from kb.web.supervision import die_with_parent
 
 log = logging.getLogger("kb.web")
@@ -135,14 +136,17 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         app.state.limiter = anyio.CapacityLimiter(settings.threads)
         app.state.budget = ByteBudget(settings.max_inflight_mb * 1024 * 1024, settings.upload_queue_seconds)
         die_with_parent()
+        await start_notifications(app)
 
     async def on_shutdown(app: Litestar) -> None:
+        await stop_notifications(app)
         if app.state.get("owns_db"):
             app.state.db.dispose()
 
     return Litestar(
         route_handlers=[*api.ROUTES, *apidocs.ROUTES, *_optional_routes("kb.web.pages"),
-                        *_optional_routes("kb.web.dashboard"), *_optional_routes("kb.web.packs")],
+                        *_optional_routes("kb.web.dashboard"), *_optional_routes("kb.web.packs"),
+                        *_optional_routes("kb.web.notifications")],
         guards=[refuse_other_sites],
         before_send=[security_headers],
         state=State({"settings": settings, "db": db, "owns_db": owns_db,

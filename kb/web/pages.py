@@ -114,6 +114,8 @@ NOTICES = {
     "failed": "Recorded: fix #{fix} failed.",
     "merged": "Merged #{merged} into #{into}.",
     "unmerged": "Unmerged #{unmerged}: its occurrences, fixes and fingerprints are back.",
+    "resolved": "Resolved: a later occurrence at or past the version reopens it as a regression.",
+    "reopened": "Reopened.",
     "signed-in": "Signed in.",
     "signed-out": "Signed out.",
 }
@@ -225,6 +227,7 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
                       version=_opt(params, "version"), model_arch=_opt(params, "model_arch"),
                       gpu=_opt(params, "gpu"), phase=_opt(params, "phase"), has_fix=has_fix,
                       path=_opt(params, "path"), tag=_opt(params, "tag"),
+                      status=_opt(params, "status"),
                       sort=params.get("sort") if params.get("sort") in LIST_SORTS else "relevance",
                       page=page, per_page=50, view=_opt(params, "view"))
     try:
@@ -235,7 +238,7 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
     rows = [(item, sparkline(item.timeline.counts if item.timeline else [0] * TIMELINE_DAYS))
             for item in listing.items]
     form = {k: params.get(k) or "" for k in ("q", "engine", "version", "model_arch", "gpu",
-                                             "phase", "path", "has_fix", "tag", "view")}
+                                             "phase", "path", "has_fix", "tag", "view", "status")}
     form["sort"] = query.sort
     keep = {k: v for k, v in form.items() if v and not (k == "sort" and v == "relevance")}
     pages = -(-listing.total // listing.per_page) if listing.total else 1
