@@ -38,6 +38,7 @@ class IncidentRow:
     occurrence_count: int
     engine_limitation: bool
     recommended_path: str
+    status: str  # open | resolved | regressed (kb.services.regressions)
 
 
 def _utc_day(session: Session):  # type: ignore[no-untyped-def]
@@ -67,5 +68,5 @@ def incident_rows(session: Session, ids: Iterable[int]) -> dict[int, IncidentRow
     rows = session.execute(select(
         Incident.id, Incident.title, Incident.slug, Incident.engine, Incident.first_seen,
         Incident.last_seen, Incident.occurrence_count, Incident.engine_limitation,
-        Incident.recommended_path).where(Incident.id.in_(ids)))
+        Incident.recommended_path, Incident.status).where(Incident.id.in_(ids)))
     return {r[0]: IncidentRow(*r) for r in rows}

@@ -88,8 +88,7 @@ class Dashboard:
     by_engine_version: list[Bucket]
     by_gpu_family: list[Bucket]
     by_model_arch: list[Bucket]
-    # Incidents that came back after their fix: filled by the incident "regression" state
-    # (another part of the project); empty until then.
+    # Resolved incidents that occurred again (kb.services.regressions), seen in these weeks
     regressions: list[DashboardIncident] = field(default_factory=list)
 
 
@@ -193,7 +192,9 @@ def dashboard(db: Database, *, base_url: str, today: date | None = None) -> Dash
         recurring_incidents=[r for r in active if r.trend != "new"],
         by_engine_version=_buckets(splits["version"], titles),
         by_gpu_family=_buckets(splits["gpu"], titles),
-        by_model_arch=_buckets(splits["arch"], titles))
+        by_model_arch=_buckets(splits["arch"], titles),
+        regressions=sorted((r for r in rows if incidents[r.id].status == "regressed"),
+                           key=lambda r: (-r.this_week, r.id)))
 
 
 __all__ = ["Bucket", "BucketIncident", "DailyCount", "Dashboard", "DashboardIncident", "dashboard"]

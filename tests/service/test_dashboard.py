@@ -104,3 +104,12 @@ def test_an_empty_week_and_the_other_answer_forms(client):
     assert report.headers["content-type"].startswith("text/plain") and "no crash uploaded this week" in report.text
     browser = client.get("/dashboard", headers={"Accept": "text/html"}, follow_redirects=False)
     assert browser.status_code == 303 and browser.headers["location"] == "/ui/dashboard"
+
+
+def test_a_resolved_incident_that_occurs_again_is_listed_as_a_regression(client, db):
+    ids = _week(client, db)
+    assert client.post(f"/incidents/{ids['a']}/resolve").status_code in (200, 201)
+    assert client.get("/dashboard").json()["regressions"] == []  # resolved, not back yet
+    upload(client, vllm_log(), engine_version="0.11.0")
+    d = client.get("/dashboard").json()
+    assert [(r["id"], r["this_week"]) for r in d["regressions"]] == [(ids["a"], 4)]
