@@ -53,6 +53,8 @@ _VERSION_CAP = 0.05
 # 0 is the edit distance alone, 1 lets two texts that share only boilerplate fall to 0.
 TERM_MIX = 0.5
 _CUT_PARTIAL = 95.0  # one text is (nearly) contained in the other: cut by a viewer
+_GENERIC_TERMS = 2  # a message with this few terms of its own ("<n> is not divisible by <n>") names no cause
+_FRAMES_APART = 50.0  # frame similarity below this: raised from other code
 _STATEMENT_WORDS = 5  # a first sentence this long says what went wrong on its own
 _STATEMENT_TRUST = 0.97  # statements alike, advice unknown: a shade short of the whole text alike
 
@@ -194,8 +196,16 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         explanation.append(f"frames {frames:.0f}/100")
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
         core = parts["exception"] * exc + parts["message"] * msg + parts["frames"] * frames
-        if not site_is_identity:  # frames only ever help: engines move code between versions
+        generic = len(terms(comparable(query.message_template))) <= _GENERIC_TERMS
+        if not site_is_identity and not generic:
+            # frames only ever help: engines move code between versions
             core = max(core, _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg)
+        if generic and frames < _FRAMES_APART:
+            # "<n> is not divisible by <n>" says nothing of what was being divided: raised
+            # by other code (attention heads in a model vs experts in DeepSpeed), it is
+            # another crash however equal the words
+            core = min(core, KNOWN_THRESHOLD - 1)
+            explanation.append("a message this generic raised from other code: at most similar")
     else:
         core = _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg
         if site_is_identity:  # one crash site unknown: never the same crash for sure

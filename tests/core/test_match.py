@@ -165,3 +165,20 @@ def test_a_printed_record_of_the_run_is_compared_by_its_type_not_its_fields():
                "WorkNCCL(SeqNum=12, OpType=_ALLGATHER_BASE, Timeout(ms)=600000) ran for 600329 milliseconds "
                "before timing out.", engine="pytorch")
     assert score(a, b, WEIGHTS).status == "known"
+
+
+def test_a_generic_message_raised_from_other_code_is_not_known():
+    """'N is not divisible by M' names nothing: heads over TP in a model, or experts over
+    the world size in DeepSpeed. The code that raised it tells them apart."""
+    heads = dataclasses.replace(
+        _crash("AssertionError", "2 is not divisible by 4", engine="pytorch"),
+        frames=["megatron/core/tensor_parallel/layers.py:__init__", "megatron/core/utils.py:divide",
+                "megatron/core/utils.py:ensure_divisibility"])
+    experts = dataclasses.replace(
+        _crash("AssertionError", "8 is not divisible by 16", engine="pytorch"),
+        frames=["deepspeed/moe/layer.py:_create_process_groups",
+                "deepspeed/utils/groups.py:_create_expert_and_data_parallel",
+                "deepspeed/utils/groups.py:_ensure_divisibility"])
+    assert score(heads, experts, WEIGHTS).status != "known"
+    assert score(heads, dataclasses.replace(heads, message_template="<n> is not divisible by <n>"),
+                 WEIGHTS).status == "known"
