@@ -1,4 +1,4 @@
-"""`kb db upgrade|downgrade|current` and `kb seed` as a user runs them, on SQLite and
+"""`kb db upgrade|downgrade|current` (kb.db.commands) and `kb seed` (kb.commands.seed) as a user
 Postgres."""
 
 from __future__ import annotations
