@@ -7,8 +7,8 @@ upload path would group those logs today.
 decision (`decide`) over the incidents in the same order (oldest first), so the dry run
 predicts the apply: the plan keeps in memory the routes the incidents before would have
 claimed or dropped, the apply has them in the database. The one thing the plan cannot
-foresee is a fuzzy score that changed because earlier incidents of the same run changed
-the stored fingerprints; exact routes, the decisions that matter, are predicted exactly.
+foresee is a fuzzy score changed by a fingerprint an earlier incident of the same run
+claimed (it is no candidate yet in the plan); exact routes are predicted exactly.
 
 What decides where an occurrence goes (per incident, its logs grouped by identity, the
 group of the oldest log first):
@@ -44,7 +44,7 @@ from kb.core.records import Analysis, CrashFeatures, Fingerprint
 from kb.db import regrouping
 from kb.db.logcodec import decompress_log
 from kb.db.models import Incident, IncidentMerge, utcnow
-from kb.db.repositories import Repository, facet_values
+from kb.db.repositories import Candidate, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import refresh_recommended_path
 from kb.services.ingest import Overrides, analysis_dict, clip, title_for, with_overrides
@@ -116,7 +116,8 @@ class Regrouping:
     moves: list[tuple[int, int, int | None]] = field(default_factory=list)  # occurrence, from, to
     new_incidents: int = 0
     splits: dict[int, int] = field(default_factory=dict)  # incident -> identities among its logs
-    merges: list[tuple[int, ...]] = field(default_factory=list)  # incidents sharing one identity
+    # incidents holding logs of one identity (they regroup: moves, or folds when emptied)
+    merges: list[tuple[int, ...]] = field(default_factory=list)
     folded: list[tuple[int, int | None]] = field(default_factory=list)  # emptied incident, into
     routes_added: int = 0
     routes_dropped: int = 0
@@ -133,12 +134,12 @@ class Regrouping:
                f"({self.other_rulesets} stored by other rules than {ruleset()})",
                f"  another fingerprint than stored: {self.changed}",
                f"  no identifying cause any more:   {self.unidentified} (they stay where they are)",
-               f"  kept where a person merged them: {self.pinned}",
+               f"  kept where a recorded merge put them: {self.pinned}",
                f"  {'moved' if self.applied else 'would move'} to another incident:  {len(self.moves)}"]
         out += [f"    occurrence #{o}: incident #{a} -> {where(b)}" for o, a, b in self.moves[:shown]]
         out.append(f"incidents that {would}split: {len(self.splits)}")
         out += [f"    #{i}: its logs now give {n} identities" for i, n in list(self.splits.items())[:shown]]
-        out.append(f"incidents that {would}join: {len(self.merges)} group(s)")
+        out.append(f"incidents holding logs of one identity: {len(self.merges)} group(s)")
         out += ["    " + " + ".join(f"#{i}" for i in group) for group in self.merges[:shown]]
         out.append(f"new incidents: {self.new_incidents}; emptied incidents folded: {len(self.folded)}")
         out += [f"    #{i} into {where(t)}" for i, t in self.folded[:shown]]
@@ -321,19 +322,34 @@ def _first_line(exc: BaseException) -> str:
 # ---- the dry run ------------------------------------------------------------------------
 
 
+class _Planned(Repository):
+    """The stored KB as the dry run has changed it so far: the routes earlier incidents
+    dropped lead nowhere and are no match candidates (the apply deleted them)."""
+
+    def __init__(self, session: Any) -> None:
+        super().__init__(session)
+        self.dropped_routes: set[str] = set()
+        self.dropped_rows: set[int] = set()
+
+    def head_by_route(self, route_key: str) -> Any:
+        return None if route_key in self.dropped_routes else super().head_by_route(route_key)
+
+    def candidates(self, keys: Any, limit: int) -> list[Candidate]:
+        return [c for c in super().candidates(keys, limit) if c.fingerprint_id not in self.dropped_rows]
+
+
 def plan(db: Database, candidate_limit: int = 200) -> Regrouping:
     """What `apply` would do, written nowhere: the same decisions in the same order, the
     routes earlier incidents would claim or drop kept in memory."""
     report = Regrouping()
     holders: dict[str, set[int]] = defaultdict(set)
     claimed: dict[str, int] = {}  # route -> incident (negative: a new one), by this run
-    dropped: set[str] = set()
     incoming: dict[int, list[Reanalyzed]] = defaultdict(list)
     folded: dict[int, int] = {}
     seen: set[int] = set()
     new_ids = iter(range(-1, -(1 << 62), -1))
     with db.read() as session:
-        repo = Repository(session)
+        repo = _Planned(session)
         pinned = _pinned(session)
 
         def live(incident_id: int) -> int:
@@ -344,8 +360,6 @@ def plan(db: Database, candidate_limit: int = 200) -> Regrouping:
         def owner_of(key: str) -> int | None:
             if key in claimed:
                 return live(claimed[key])
-            if key in dropped:
-                return None
             head = repo.head_by_route(key)
             return live(head.id) if head is not None else None
 
@@ -358,9 +372,10 @@ def plan(db: Database, candidate_limit: int = 200) -> Regrouping:
                 continue
             items += incoming.pop(incident_id, [])
             seen.update(item.id for item in items)
-            routes = {f.route_key for f in repo.fingerprints_of(incident_id) if f.source == "upload"}
-            routes |= {k for k, owner in claimed.items() if owner == incident_id}
-            decision = decide(repo, incident_id, items, owner_of, routes - dropped, candidate_limit)
+            rows = {f.route_key: f.id for f in repo.fingerprints_of(incident_id)
+                    if f.source == "upload" and f.route_key not in repo.dropped_routes}
+            routes = set(rows) | {k for k, owner in claimed.items() if owner == incident_id}
+            decision = decide(repo, incident_id, items, owner_of, routes, candidate_limit)
             targets: list[int] = []
             for move in decision.moves:
                 target = move.to if move.to is not None else next(new_ids)
@@ -372,7 +387,11 @@ def plan(db: Database, candidate_limit: int = 200) -> Regrouping:
                                                     i.features, i.title, False) for i in move.items]
             for item in decision.claims:
                 claimed[item.key or ""] = incident_id
-            dropped.update(decision.stale)
+            for key in decision.stale:
+                claimed.pop(key, None)
+                repo.dropped_routes.add(key)
+                if key in rows:
+                    repo.dropped_rows.add(rows[key])
             incident = repo.incident(incident_id)
             fold = _fold_target(decision, bool(incident and incident.seeded), targets)
             if fold is not None:
