@@ -189,3 +189,32 @@ def test_an_unreadable_log_leaves_its_incident_untouched_and_the_others_applied(
     with db.read() as session:
         rules = dict(session.execute(text("SELECT id, ruleset FROM occurrences")).all())
     assert rules == {o_oom: ruleset(), o_nccl: ruleset(), o_heads: "v3-old", o_again: "v3-old"}
+
+
+def test_seeded_incidents_keep_their_fixes_and_take_their_crashes_back(db):
+    from kb.services.seeding import seed_database
+    from tests.service.helpers import SAMPLE_SEEDS
+
+    assert not seed_database(db, SAMPLE_SEEDS).errors
+    with api_client(db) as client:
+        oom = upload(client, vllm_log()).json()
+        odd = upload(client, vllm_log(exception="RuntimeError",
+                                      message="CUDA error: an illegal memory access was encountered")).json()
+        assert oom["match"]["status"] == "known" and odd["match"]["status"] == "new"
+        seeded = {i["slug"]: i["id"] for i in client.get("/incidents", params={"limit": 50}).json()["items"]
+                  if i.get("slug")}
+    kv, nccl = seeded["sample-kv-cache-no-memory"], seeded["sample-nccl-capture"]
+    assert oom["incident"]["id"] == kv
+    with db.write() as session:  # older rules: both crashes grouped on the NCCL seed
+        session.execute(text("UPDATE occurrences SET incident_id = :to, ruleset = 'v3-old'"), {"to": nccl})
+        fixes_before = session.execute(text("SELECT id, incident_id, title FROM fixes ORDER BY id")).all()
+    predicted = plan(db)
+    done = apply(db)
+    assert done.moves == predicted.moves
+    assert where(db) == {oom["occurrence"]["id"]: kv, odd["occurrence"]["id"]: odd["incident"]["id"]}
+    assert done.folded == []  # the emptied seed stays, with its fixes
+    with db.read() as session:
+        assert session.execute(text("SELECT id, incident_id, title FROM fixes ORDER BY id")).all() == fixes_before
+        state = session.execute(text("SELECT merged_into_id, occurrence_count, seeded FROM incidents "
+                                     "WHERE id = :id"), {"id": nccl}).one()
+    assert (state[0], state[1], bool(state[2])) == (None, 0, True)
