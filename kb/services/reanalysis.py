@@ -26,7 +26,11 @@ recommendation recomputed, like every incident it gave occurrences to. An upload
 incident left without occurrences is folded (a recorded merge, undoable) into the one
 that took most of them, with its fixes; a seeded incident is kept with its fixes.
 Every move is recorded in incident_merges, marked {"by": "reanalysis"} in source_state,
-so a curator sees it on both incidents' pages. A second run changes nothing."""
+so a curator sees it on both incidents' pages. A second run changes nothing.
+
+An incident's transaction lasts while its logs are analyzed (milliseconds a log). On
+Postgres it locks only the incidents it changes; on SQLite it holds the database's write
+lock, so uploads wait for it (up to the busy timeout): run it when uploads are quiet."""
 
 from __future__ import annotations
 

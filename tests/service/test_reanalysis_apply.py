@@ -218,3 +218,20 @@ def test_seeded_incidents_keep_their_fixes_and_take_their_crashes_back(db):
         state = session.execute(text("SELECT merged_into_id, occurrence_count, seeded FROM incidents "
                                      "WHERE id = :id"), {"id": nccl}).one()
     assert (state[0], state[1], bool(state[2])) == (None, 0, True)
+
+
+def test_what_the_uploader_said_survives_the_reanalysis(db):
+    with api_client(db) as client:
+        sent = upload(client, vllm_log(), engine="sglang", gpu="NVIDIA A100-SXM4-80GB", tp=2).json()
+        plain = upload(client, vllm_log(seed=2)).json()
+    assert sent["incident"]["id"] != plain["incident"]["id"]  # another engine: its own incident
+    with db.write() as session:
+        session.execute(text("UPDATE occurrences SET ruleset = 'v3-old'"))
+    done = apply(db)
+    assert done.moves == [] and done.rewritten == 2
+    with db.read() as session:
+        rows = dict((r[0], r[1:]) for r in session.execute(text("SELECT id, engine, gpu_name, tp FROM occurrences")))
+        facets = session.execute(text("SELECT value FROM incident_facets WHERE incident_id = :id AND kind = 'gpu'"),
+                                 {"id": sent["incident"]["id"]}).scalars().all()
+    assert rows[sent["occurrence"]["id"]] == ("sglang", "NVIDIA A100-SXM4-80GB", 2)
+    assert facets == ["nvidia a100-sxm4-80gb"]
