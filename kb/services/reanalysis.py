@@ -6,9 +6,10 @@ upload path would group those logs today.
 (kb reanalyze) makes the change, one transaction per incident. Both run the same
 decision (`decide`) over the incidents in the same order (oldest first), so the dry run
 predicts the apply: the plan keeps in memory the routes the incidents before would have
-claimed or dropped, the apply has them in the database. The one thing the plan cannot
-foresee is a fuzzy score changed by a fingerprint an earlier incident of the same run
-claimed (it is no candidate yet in the plan); exact routes are predicted exactly.
+claimed or dropped (as routes, match candidates and term counts), the apply has them in
+the database. Exact routes are predicted exactly; a fuzzy match only approximately when
+a fingerprint claimed earlier in the run would have been cut by the recall lookups'
+limits (the plan adds every claimed one that a lookup would bring).
 
 What decides where an occurrence goes (per incident, its logs grouped by identity, the
 group of the oldest log first):
@@ -16,10 +17,13 @@ group of the oldest log first):
 - an occurrence a recorded merge moved (a person's decision, or a seed absorbing an
   uploaded incident) stays where that merge put it;
 - an identity whose exact route leads to another incident moves there;
-- an identity no incident routes yet: the incident keeps it if it has no identity of its
-  own yet (its oldest); otherwise the production match (kb.services.matching.find_match)
+- an identity no incident routes yet: an uploaded incident keeps it if it has no
+  identity of its own yet (its oldest); otherwise (and always for a seeded incident,
+  whose identity is its seed's) the production match (kb.services.matching.find_match)
   decides: "known" to an incident moves there (or stays), anything else becomes a new
-  incident, as an upload would.
+  incident, as an upload would. Not for logs stored by the installed rules with the
+  same fingerprint: a fuzzy match placed them under these very rules, and the term
+  weights' drift since is no reason to move them.
 Then the incident routes the identities it keeps, drops the upload routes no stored log
 of it produces any more (seed routes are kb seed's), and has its counts, facets and
 recommendation recomputed, like every incident it gave occurrences to. An uploaded
@@ -44,6 +48,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from kb.core.analyze import analyze
 from kb.core.gpus import gpu_family
+from kb.core.recall import RecallKeys, TermWeights, message_key, terms
 from kb.core.records import Analysis, CrashFeatures, Fingerprint
 from kb.db import regrouping
 from kb.db.logcodec import decompress_log
@@ -79,6 +84,7 @@ class Reanalyzed:
     features: CrashFeatures
     title: str
     pinned: bool  # a recorded merge put it where it is
+    settled: bool = False  # stored by the installed rules with this very fingerprint
 
 
 @dataclass(slots=True)
@@ -94,7 +100,7 @@ class Decision:
 
     incident_id: int
     items: list[Reanalyzed]
-    identities: int = 0
+    identities: int = 0  # distinct identities among its logs
     moves: list[Move] = field(default_factory=list)
     claims: list[Reanalyzed] = field(default_factory=list)  # identities it routes from now on
     stale: list[str] = field(default_factory=list)  # its upload routes no log of it produces
@@ -119,7 +125,7 @@ class Regrouping:
     pinned: int = 0  # kept where a recorded merge put it, though its identity routes elsewhere
     moves: list[tuple[int, int, int | None]] = field(default_factory=list)  # occurrence, from, to
     new_incidents: int = 0
-    splits: dict[int, int] = field(default_factory=dict)  # incident -> identities among its logs
+    splits: dict[int, int] = field(default_factory=dict)  # incident -> incidents its logs go to
     # incidents holding logs of one identity (they regroup: moves, or folds when emptied)
     merges: list[tuple[int, ...]] = field(default_factory=list)
     folded: list[tuple[int, int | None]] = field(default_factory=list)  # emptied incident, into
@@ -142,7 +148,8 @@ class Regrouping:
                f"  {'moved' if self.applied else 'would move'} to another incident:  {len(self.moves)}"]
         out += [f"    occurrence #{o}: incident #{a} -> {where(b)}" for o, a, b in self.moves[:shown]]
         out.append(f"incidents that {would}split: {len(self.splits)}")
-        out += [f"    #{i}: its logs now give {n} identities" for i, n in list(self.splits.items())[:shown]]
+        out += [f"    #{i}: its logs {'went' if self.applied else 'would go'} to {n} incidents"
+                for i, n in list(self.splits.items())[:shown]]
         out.append(f"incidents holding logs of one identity: {len(self.merges)} group(s)")
         out += ["    " + " + ".join(f"#{i}" for i in group) for group in self.merges[:shown]]
         out.append(f"new incidents: {self.new_incidents}; emptied incidents folded: {len(self.folded)}")
@@ -219,8 +226,9 @@ def _reanalyze(session: Any, incident_id: int, pinned: set[int], seen: set[int],
             if any(getattr(row, name) != value for name, value in values.items()):
                 regrouping.update_occurrence(session, row.id, values)
                 report.rewritten += 1
+        settled = row.ruleset == ruleset() and row.fingerprint_hash == analysis.fingerprint.hash
         items.append(Reanalyzed(row.id, row.created_at, key, analysis.fingerprint, features,
-                                title_for(analysis), row.id in pinned))
+                                title_for(analysis), row.id in pinned, settled))
     return items
 
 
@@ -229,10 +237,13 @@ def _reanalyze(session: Any, incident_id: int, pinned: set[int], seen: set[int],
 
 def decide(repo: Repository, incident_id: int, items: list[Reanalyzed],
            owner_of: Callable[[str], int | None], upload_routes: Iterable[str],
-           candidate_limit: int) -> Decision:
+           candidate_limit: int, seeded: bool = False) -> Decision:
     """Where each of the incident's occurrences belongs (see the module's docstring).
     `owner_of(key)`: the live incident the route leads to, None when nothing routes it;
-    `upload_routes`: the route keys the incident holds from uploads."""
+    `upload_routes`: the route keys the incident holds from uploads. A seeded incident
+    has an identity of its own (its seed's examples): a log of it no route leads to is
+    matched like an upload (it stays when it matches; no route is added below the
+    alias threshold)."""
     decision = Decision(incident_id, items)
     groups: dict[str, list[Reanalyzed]] = defaultdict(list)
     for item in sorted(items, key=lambda i: (i.created_at is None, i.created_at or 0, i.id)):
@@ -240,7 +251,7 @@ def decide(repo: Repository, incident_id: int, items: list[Reanalyzed],
             groups[item.key].append(item)
     decision.identities = len(groups)
     owners = {key: owner_of(key) for key in groups}
-    has_home = incident_id in owners.values()
+    has_home = seeded or incident_id in owners.values()
     kept: set[str] = set()
     for key, members in groups.items():
         owner, first = owners[key], members[0]
@@ -260,6 +271,8 @@ def decide(repo: Repository, incident_id: int, items: list[Reanalyzed],
             has_home = True
             decision.home = decision.home or first
             continue
+        if all(m.settled for m in free):
+            continue  # placed by a fuzzy match under these very rules: drift is no reason
         match = find_match(repo, first.fingerprint, first.features, candidate_limit)
         if match.status == "known" and match.incident_id == incident_id:
             if match.adds_alias:
@@ -293,8 +306,9 @@ def _tally(report: Regrouping, decision: Decision, holders: dict[str, set[int]],
     for item in decision.items:
         if item.key is not None:
             holders[item.key].add(decision.incident_id)
-    if decision.identities > 1:
-        report.splits[decision.incident_id] = decision.identities
+    places = set(targets) | ({decision.incident_id} if decision.stays else set())
+    if len(places) > 1:
+        report.splits[decision.incident_id] = len(places)
     for move, target in zip(decision.moves, targets, strict=True):
         report.moves += [(item.id, decision.incident_id, target) for item in move.items]
         report.new_incidents += move.to is None
@@ -327,19 +341,54 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _Planned(Repository):
-    """The stored KB as the dry run has changed it so far: the routes earlier incidents
-    dropped lead nowhere and are no match candidates (the apply deleted them)."""
+    """The stored KB as the dry run has changed it so far, for the match: the routes
+    earlier incidents dropped lead nowhere and are no candidates, the ones they claimed
+    are candidates, and the term counts follow both (the apply has them stored)."""
 
     def __init__(self, session: Any) -> None:
         super().__init__(session)
         self.dropped_routes: set[str] = set()
         self.dropped_rows: set[int] = set()
+        self.added: list[Candidate] = []
+        self.term_delta: Counter[str] = Counter()
+
+    def drop(self, row: Any) -> None:
+        self.dropped_routes.add(row.route_key)
+        self.dropped_rows.add(row.id)
+        if row.message_template:
+            self.term_delta.subtract(_template_terms(row.message_template))
+
+    def claim(self, incident_id: int, features: CrashFeatures) -> None:
+        self.added.append(Candidate(incident_id, -1 - len(self.added), features))
+        if features.message_template:
+            self.term_delta.update(_template_terms(features.message_template))
 
     def head_by_route(self, route_key: str) -> Any:
         return None if route_key in self.dropped_routes else super().head_by_route(route_key)
 
-    def candidates(self, keys: Any, limit: int) -> list[Candidate]:
-        return [c for c in super().candidates(keys, limit) if c.fingerprint_id not in self.dropped_rows]
+    def candidates(self, keys: RecallKeys, limit: int) -> list[Candidate]:
+        stored = [c for c in super().candidates(keys, limit) if c.fingerprint_id not in self.dropped_rows]
+        return stored + [c for c in self.added if _recalled(keys, c.features)]
+
+    def term_weights(self, wanted: Iterable[str]) -> TermWeights:
+        wanted = {t[:120] for t in wanted}
+        stored = super().term_weights(wanted)
+        frequency = {t: stored.frequency.get(t, 0) + self.term_delta.get(t, 0) for t in wanted if t}
+        return TermWeights(stored.documents + self.term_delta.get("", 0),
+                           {t: n for t, n in frequency.items() if n > 0})
+
+
+def _template_terms(template: str) -> set[str]:
+    """The term rows a stored template counts in (Repository._count_terms)."""
+    return {t[:120] for t in terms(template)} | {""}
+
+
+def _recalled(keys: RecallKeys, features: CrashFeatures) -> bool:
+    """Would the recall lookups (kb.core.recall.RecallKeys) bring this fingerprint?"""
+    return (features.exception[:300] == keys.exception
+            or message_key(features.message_template) == keys.message_key
+            or (keys.engine is not None and keys.phase is not None
+                and features.engine == keys.engine and features.phase == keys.phase))
 
 
 def plan(db: Database, candidate_limit: int = 200) -> Regrouping:
@@ -376,28 +425,32 @@ def plan(db: Database, candidate_limit: int = 200) -> Regrouping:
                 continue
             items += incoming.pop(incident_id, [])
             seen.update(item.id for item in items)
-            rows = {f.route_key: f.id for f in repo.fingerprints_of(incident_id)
+            rows = {f.route_key: f for f in repo.fingerprints_of(incident_id)
                     if f.source == "upload" and f.route_key not in repo.dropped_routes}
             routes = set(rows) | {k for k, owner in claimed.items() if owner == incident_id}
-            decision = decide(repo, incident_id, items, owner_of, routes, candidate_limit)
+            incident = repo.incident(incident_id)
+            seeded = bool(incident and incident.seeded)
+            decision = decide(repo, incident_id, items, owner_of, routes, candidate_limit, seeded)
             targets: list[int] = []
             for move in decision.moves:
                 target = move.to if move.to is not None else next(new_ids)
                 targets.append(target)
                 if move.claims:
                     claimed[move.items[0].key or ""] = target
+                    repo.claim(target, move.items[0].features)
                 if target > 0:
+                    # the apply writes them back before the target reads them: settled there
                     incoming[target] += [Reanalyzed(i.id, i.created_at, i.key, i.fingerprint,
-                                                    i.features, i.title, False) for i in move.items]
+                                                    i.features, i.title, False, True) for i in move.items]
             for item in decision.claims:
                 claimed[item.key or ""] = incident_id
+                repo.claim(incident_id, item.features)
             for key in decision.stale:
                 claimed.pop(key, None)
-                repo.dropped_routes.add(key)
                 if key in rows:
-                    repo.dropped_rows.add(rows[key])
-            incident = repo.incident(incident_id)
-            fold = _fold_target(decision, bool(incident and incident.seeded), targets)
+                    repo.drop(rows[key])
+                repo.dropped_routes.add(key)
+            fold = _fold_target(decision, seeded, targets)
             if fold is not None:
                 folded[incident_id] = fold
                 part.folded.append((incident_id, fold))
@@ -465,7 +518,7 @@ def _apply_one(repo: Repository, incident_id: int, pinned: set[int], seen: set[i
         head = repo.head_by_route(key)
         return head.id if head is not None else None
 
-    decision = decide(repo, incident_id, items, owner_of, rows, candidate_limit)
+    decision = decide(repo, incident_id, items, owner_of, rows, candidate_limit, incident.seeded)
     now = utcnow()
     touched: dict[int, Incident] = {incident_id: incident}
     targets: list[int] = []

@@ -235,3 +235,38 @@ def test_what_the_uploader_said_survives_the_reanalysis(db):
                                  {"id": sent["incident"]["id"]}).scalars().all()
     assert rows[sent["occurrence"]["id"]] == ("sglang", "NVIDIA A100-SXM4-80GB", 2)
     assert facets == ["nvidia a100-sxm4-80gb"]
+
+
+def test_a_kb_built_by_the_installed_rules_is_left_as_it_is(db):
+    """Nothing moves and nothing is written, not even where a fuzzy match placed a log
+    that today's term weights would score otherwise: the rules have not changed."""
+    from kb.services.seeding import seed_database
+    from tests.service.helpers import SAMPLE_SEEDS
+
+    seed_database(db, SAMPLE_SEEDS)
+    with api_client(db) as client:
+        answers = [upload(client, log).json() for log in (
+            vllm_log(), vllm_log(**NCCL, seed=1), vllm_log(**HEADS, tp=8),
+            vllm_log(message="No available memory for the cache blocks (12 blocks short)."),
+            vllm_log(exception="RuntimeError", message="CUDA error: an illegal memory access was encountered"),
+            vllm_log(exception="RuntimeError", message="CUDA error: an illegal memory access was encountered "
+                                                       "on device 3", seed=6))]
+    assert [a["match"]["status"] for a in answers] == ["known", "known", "known", "similar", "new", "known"]
+    # as if the "similar" one had scored "known" (below the alias threshold) when it came:
+    # stored on its closest incident, no incident and no route of its own
+    drifted = answers[3]
+    own, closest = drifted["incident"]["id"], drifted["match"]["incident_id"]
+    with db.write() as session:
+        for table in ("incident_fingerprints", "incident_facets"):
+            session.execute(text(f"DELETE FROM {table} WHERE incident_id = :id"), {"id": own})
+        session.execute(text("UPDATE occurrences SET incident_id = :to WHERE id = :id"),
+                        {"to": closest, "id": drifted["occurrence"]["id"]})
+        session.execute(text("DELETE FROM incidents WHERE id = :id"), {"id": own})
+        session.execute(text("UPDATE incidents SET occurrence_count = occurrence_count + 1, last_seen = "
+                             "(SELECT max(created_at) FROM occurrences WHERE incident_id = :id) WHERE id = :id"),
+                        {"id": closest})
+    before = snapshot(db)
+    assert plan(db).moves == []
+    done = apply(db)
+    assert (done.moves, done.routes_added, done.routes_dropped, done.rewritten) == ([], 0, 0, 0)
+    assert snapshot(db) == before
