@@ -77,3 +77,8 @@ def live_merges(session: Session) -> list[IncidentMerge]:
     """Every recorded merge not undone (few: people make them by hand)."""
     return list(session.scalars(select(IncidentMerge).where(IncidentMerge.undone_at.is_(None))
                                 .order_by(IncidentMerge.id)))
+
+
+def undone_merges(session: Session) -> list[IncidentMerge]:
+    return list(session.scalars(select(IncidentMerge).where(IncidentMerge.undone_at.is_not(None))
+                                .order_by(IncidentMerge.id)))

@@ -15,7 +15,8 @@ What decides where an occurrence goes (per incident, its logs grouped by identit
 group of the oldest log first):
 - a log that shows no cause (or a weak one) stays where it is: nothing routes it;
 - an occurrence a recorded merge moved (a person's decision, or a seed absorbing an
-  uploaded incident) stays where that merge put it;
+  uploaded incident) stays where that merge put it, and so does one whose move by an
+  earlier re-analysis a person undid (unmerge);
 - an identity whose exact route leads to another incident moves there;
 - an identity no incident routes yet: an uploaded incident keeps it if it has no
   identity of its own yet (its oldest); otherwise (and always for a seeded incident,
@@ -323,11 +324,15 @@ def _finish(report: Regrouping, holders: dict[str, set[int]]) -> Regrouping:
 
 
 def _pinned(session: Any) -> set[int]:
-    """Occurrences a recorded merge put where they are (merges a re-analysis made do not
-    count: they are the rules' doing, not a person's)."""
+    """Occurrences a person placed: those a recorded merge put where they are (merges a
+    re-analysis made do not count: they are the rules' doing), and those whose move by
+    a re-analysis a person undid (an unmerge of a folded incident)."""
     out: set[int] = set()
     for merge in regrouping.live_merges(session):
         if (merge.source_state or {}).get("by") != BY:
+            out |= {int(i) for i in (merge.moved or {}).get("occurrences") or []}
+    for merge in regrouping.undone_merges(session):
+        if (merge.source_state or {}).get("by") == BY:
             out |= {int(i) for i in (merge.moved or {}).get("occurrences") or []}
     return out
 
@@ -527,8 +532,8 @@ def _apply_one(repo: Repository, incident_id: int, pinned: set[int], seen: set[i
         first = move.items[0]
         if move.to is None:
             target = _new_incident(repo, first, now)
-        else:
-            found = repo.incident(move.to, lock=True)
+        else:  # merged by a person since the decision: where it went
+            found = repo.incident(repo.live_incident_id(move.to), lock=True)
             assert found is not None
             target = found
         touched[target.id] = target

@@ -142,6 +142,10 @@ def test_an_emptied_uploaded_incident_is_folded_with_its_fixes_and_can_be_unmerg
         assert undone.status_code == 200, undone.text
         assert undone.json()["occurrence_count"] == 2 and len(undone.json()["fixes"]) == 1
     assert oom not in {i for i, _ in done.folded}
+    placed = where(db)
+    again = apply(db)  # the curator's decision holds: the logs stay on the unmerged incident
+    assert (again.moves, again.folded, again.pinned) == ([], [], 2)
+    assert where(db) == placed
 
 
 def test_a_person_s_merge_survives_the_regrouping(db):
