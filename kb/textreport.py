@@ -375,6 +375,9 @@ def list_report(listing: Mapping[str, Any], *, base_url: str | None = None) -> s
         fixes = f"{item.get('fixes') or 0} fix" + ("es" if (item.get("fixes") or 0) != 1 else "")
         prefix = f"  #{item.get('id'):<5} {str(item.get('engine') or '-'):<12} {seen:>5} {fixes:<8} "
         lines.append(_cut(prefix + str(item.get("title") or ""), WIDTH))
+        match = item.get("log_match")
+        if isinstance(match, Mapping) and match.get("line"):  # where its log matched `q`
+            lines.append(_cut(f"         log #{match.get('occurrence_id')}: {match['line']}", WIDTH))
     if pages > page:
         lines.append(f"  … more on page {page + 1}")
     return _join([lines])

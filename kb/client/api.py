@@ -118,15 +118,18 @@ class Client:
     def search(self, q: str | None = None, *, engine: str | None = None, version: str | None = None,
                model_arch: str | None = None, gpu: str | None = None, phase: str | None = None,
                has_fix: bool | None = None, path: str | None = None, tag: str | None = None,
-               sort: str = "last_seen", page: int = 1, per_page: int = 50) -> IncidentList:
-        """GET /incidents: incidents whose title, signature, summary or notes hold `q`,
-        filtered by engine, engine version, model arch (HF model_type), GPU (name or
-        family), crash phase, having a fix, recommended path (patch | switch_engine |
-        investigate) and tag; sorted by last_seen | occurrences | created | id."""
+               sort: str = "last_seen", page: int = 1, per_page: int = 50,
+               view: str | None = None) -> IncidentList:
+        """GET /incidents: incidents whose title, signature, summary, notes or stored
+        logs hold `q` (log hits carry `log_match`), filtered by engine, engine version,
+        model arch (HF model_type), GPU (name or family), crash phase, having a fix,
+        recommended path (patch | switch_engine | investigate), tag and view (seen_here |
+        seeded | needs_triage); sorted by last_seen | occurrences | created | id | title |
+        relevance."""
         params: dict[str, str | int] = {"sort": sort, "page": page, "per_page": per_page}
         for name, value in (("q", q), ("engine", engine), ("version", version),
                             ("model_arch", model_arch), ("gpu", gpu), ("phase", phase),
-                            ("path", path), ("tag", tag)):
+                            ("path", path), ("tag", tag), ("view", view)):
             if value is not None:
                 params[name] = value
         if has_fix is not None:

@@ -45,24 +45,28 @@ def _print(record: Any, as_json: bool, report: Any, server: str) -> None:
 @click.option("--phase", type=click.Choice(PHASES), help="Crash phase.")
 @click.option("--tag", help="A tag.")
 @click.option("--has-fix/--no-fix", default=None, help="Only incidents with (or without) a fix.")
-@click.option("--sort", type=click.Choice(["last_seen", "occurrences"]), default="last_seen", show_default=True)
+@click.option("--view", type=click.Choice(["seen_here", "seeded", "needs_triage"]),
+              help="Uploaded here / curated and never seen here / cause not captured.")
+@click.option("--sort", type=click.Choice(["last_seen", "occurrences", "relevance"]), default="last_seen",
+              show_default=True)
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--per-page", type=click.IntRange(1, 200), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the service's JSON answer.")
 @click.argument("query", required=False)
 def search(server: str, token: str | None, upload_timeout: float, engine: str | None,
            engine_version: str | None, model_arch: str | None, gpu: str | None,
-           phase: str | None, tag: str | None, has_fix: bool | None, sort: str, page: int,
-           per_page: int, as_json: bool, query: str | None) -> None:
+           phase: str | None, tag: str | None, has_fix: bool | None, view: str | None, sort: str,
+           page: int, per_page: int, as_json: bool, query: str | None) -> None:
     """Search the incidents of a Crash KB service (QUERY: words of a title, signature,
-    summary or notes). Exit status: 0 answered, 1 refused or unreachable."""
+    summary or notes, or text their stored logs printed: a path, a symbol). Exit status:
+    0 answered, 1 refused or unreachable."""
     from kb.client.errors import ClientError
 
     with _client(server, token, upload_timeout) as client:
         try:
             listing = client.search(query, engine=engine, version=engine_version, model_arch=model_arch,
                                     gpu=gpu, phase=phase, tag=tag, has_fix=has_fix, sort=sort,
-                                    page=page, per_page=per_page)
+                                    page=page, per_page=per_page, view=view)
         except ClientError as exc:
             say(str(exc))
             raise SystemExit(1) from None

@@ -212,8 +212,8 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
         return None
     cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)]
     followed = [i for i in cut if i + 1 < len(texts)]
-    new_record = [starts_record(peel(texts[i + 1], profile).text) or same_head(texts[i], texts[i + 1])
-                  for i in followed]
+    new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
+                  or same_head(texts[i], texts[i + 1]) for i in followed]
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     records = sum(new_record)
     distinct = len({texts[i] for i in cut})
@@ -228,6 +228,13 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
             and len(cut) >= 0.02 * len(lengths)):
         return width
     return None
+
+
+def cuts_a_word(held: str, text: str) -> bool:
+    """The cut fell inside a word ("... exit type: SYSTEM_" | "ERROR Worker exit ..."): then
+    a bare level word at the head of the next piece is that word's rest, not a record's
+    header (a header still starts a record when it says more: a date, a source)."""
+    return bool(held) and bool(text) and (held[-1].isalnum() or held[-1] == "_") and text[0].isalnum()
 
 
 def _after_run(lengths: list[int], i: int, width: int) -> int:

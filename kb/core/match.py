@@ -53,6 +53,8 @@ _VERSION_CAP = 0.05
 # 0 is the edit distance alone, 1 lets two texts that share only boilerplate fall to 0.
 TERM_MIX = 0.5
 _CUT_PARTIAL = 95.0  # one text is (nearly) contained in the other: cut by a viewer
+_STATEMENT_WORDS = 5  # a first sentence this long says what went wrong on its own
+_STATEMENT_TRUST = 0.97  # statements alike, advice unknown: a shade short of the whole text alike
 
 
 def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: float = TERM_MIX) -> float:
@@ -65,12 +67,29 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
         return 0.0  # an empty message (truncated log) is evidence of nothing
     if a == b:
         return 100.0
+    a, b = comparable(a), comparable(b)
+    if a == b:
+        return 100.0
+    whole = _text_similarity(a, b, weights, mix)
+    head_a, head_b = _statement(a), _statement(b)
+    if head_a != a and head_b != b:
+        # Engines reword the advice and detail after an error between releases ("To allow
+        # overriding this maximum, set ..." became "This may lead to incorrect model outputs
+        # ..."; torch's OOM text grew sentences): two errors whose statements agree are one
+        # error whatever follows. A short statement ("CUDA out of memory.") is not enough:
+        # the detail after it is what tells such crashes apart.
+        if min(len(head_a.split()), len(head_b.split())) >= _STATEMENT_WORDS:
+            whole = max(whole, _STATEMENT_TRUST * _text_similarity(head_a, head_b, weights, mix))
+    return whole
+
+
+def _text_similarity(a: str, b: str, weights: TermWeights, mix: float) -> float:
     ratio = fuzz.ratio(a, b)
     shorter = min(len(a), len(b))
     partial = fuzz.partial_ratio(a, b) if shorter >= 40 else 0.0
     ratio = max(ratio, partial * 0.97)
     head_a, head_b = _statement(a), _statement(b)
-    if min(len(head_a.split()), len(head_b.split())) >= 5:
+    if min(len(head_a.split()), len(head_b.split())) >= _STATEMENT_WORDS:
         # the same error wrapped in more words by another engine or launcher; only the
         # statement counts here, not the advice that follows ("Try increasing ...")
         ratio = max(ratio, fuzz.token_set_ratio(head_a, head_b, processor=utils.default_process) * 0.9)
@@ -97,8 +116,37 @@ def _statement(message: str) -> str:
     return re.split(r"(?<=[.!?])\s", message, maxsplit=1)[0]
 
 
+# A leading tag that says where the error happened, not what it is: `[Rank <n>] `,
+# `[PG <n> Rank <n>] ` and torch 2.5's `[PG ID <n> PG GUID <n>(default_pg) Rank <n>] ` name
+# one locator three ways. A tag holding a placeholder is a locator; `[TM][ERROR]` is not.
+_LOCATOR_TAG = re.compile(r"^(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
+# A sentence repeated with other values (torch's OOM lists "Process <n> has <size> memory
+# in use." once per process on the GPU): how many times is the run's detail, not the error.
+_REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
+
+
+def comparable(template: str) -> str:
+    """The part of a message template that identifies the error, for comparing two of them
+    (the hash keeps the template as it is): without leading locator tags, with a sentence
+    repeated for each process or rank kept once."""
+    view = _LOCATOR_TAG.sub("", template)
+    return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
+
+
+# A native error's kind and the Python exception that carries the same text: the loader's
+# "undefined symbol" is an ImportError when Python imported the library and a bare line
+# when a C++ server (Triton's backends) or a wrapper that kept only the text printed it.
+_SURFACES_AS = (
+    frozenset({"dynamic loader error", "ImportError", "OSError"}),
+    frozenset({"CUDA out of memory", "OutOfMemoryError"}),
+)
+
+
 def exception_similarity(a: str, b: str) -> float:
-    if a and canonical_exception(a) == canonical_exception(b):
+    """100 for one type (a moved module or namespace is the same type; a native error's
+    kind is the Python exception that surfaces it), else 0."""
+    a, b = canonical_exception(a), canonical_exception(b)
+    if a and (a == b or any(a in kinds and b in kinds for kinds in _SURFACES_AS)):
         return 100.0
     return 0.0
 
@@ -149,6 +197,14 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
             explanation.append("a crash signal without its crash site on one side: at most similar")
     if exc == 0 and msg < 90:
         core *= 0.7  # different type and a different text: a different crash
+    phase_q, phase_c = _known_phase(query.phase), _known_phase(candidate.phase)
+    if (phase_decides(query) or phase_decides(candidate)) and not (phase_q and phase_q == phase_c):
+        # Running out of memory says what ran out, not why: loading weights, profiling,
+        # capturing graphs and a training step run out for different reasons with
+        # different fixes, so the phase is part of what the crash is (as the crash site
+        # is for a signal): another phase, or one not known, is at most similar.
+        core = min(core, KNOWN_THRESHOLD - 1)
+        explanation.append(f"out of memory, phases {phase_q or 'unknown'} and {phase_c or 'unknown'}: at most similar")
     for slot, a, b in _code_pairs(query.message_template, candidate.message_template):
         core = min(core, KNOWN_THRESHOLD - 1)
         explanation.append(f"{slot} differs ({a} vs {b}): at most similar")
@@ -177,6 +233,15 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     if status == "similar" and total >= KNOWN_THRESHOLD:
         explanation.append("another engine: shown as similar, never known automatically")
     return MatchScore(score=total, status=status, explanation=explanation)
+
+
+_OUT_OF_MEMORY = re.compile(r"\bout of memory\b|\bOutOfMemory|\bOOM\b", re.I)
+
+
+def phase_decides(features: CrashFeatures) -> bool:
+    """Whether the phase is part of what the crash is: memory running out (torch's
+    OutOfMemoryError, a CUDA or native allocator's "out of memory", an OOM kill)."""
+    return bool(_OUT_OF_MEMORY.search(features.exception) or _OUT_OF_MEMORY.search(features.message_template[:120]))
 
 
 def tier(value: float, *, other_engine: bool = False) -> str:

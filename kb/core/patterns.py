@@ -135,11 +135,12 @@ def known_engine_prefix(text: str, specific: bool = False) -> bool:
 _PROCESS_LABELS = tuple(p for p in PREFIXES if p.name in ("vllm-process", "torch-rank"))
 
 
-def starts_record(text: str) -> bool:
+def starts_record(text: str, specific: bool = False) -> bool:
     """Does `text` begin a new log record: an engine header, maybe behind a process label?
-    (A line cut by a terminal wrap goes on mid-record; a new record is not its rest.)"""
+    (A line cut by a terminal wrap goes on mid-record; a new record is not its rest.)
+    `specific`: a bare level word ("ERROR ") is not enough."""
     for _ in range(3):
-        if known_engine_prefix(text):
+        if known_engine_prefix(text, specific):
             return True
         match = next((m for p in _PROCESS_LABELS if (m := p.pattern.match(text))), None)
         if match is None or match.end() == 0:
@@ -313,6 +314,27 @@ ERROR_LINES: tuple[Rule, ...] = (
          "failed (exitcode: -9) local_rank: 0 (pid: 62498) of binary: /usr/bin/python",
          "torchrun reports a child killed by a signal (-9 is usually the host OOM killer)",
          exception="signal", role="confirmation", kind="signal", anchors=("exitcode: -",)),
+    Rule("torch-elastic-summary-signal",
+         _r(r"^(?P<msg>exitcode\s+: -(?P<signal>\d+) \(pid: \d+\))\s*$"),
+         "exitcode  : -9 (pid: 3309)",
+         "the 'Root Cause (first observed failure)' block of torchrun's ChildFailedError summary: "
+         "the rank that failed first ended by this signal",
+         exception="signal", role="confirmation", kind="signal", anchors=("exitcode  : -", "exitcode : -")),
+    Rule("dynamic-loader-error",
+         _r(r"^(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: [\w.$@]+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
+         "/opt/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2E",
+         "the dynamic loader could not load a library (dlerror()'s text, behind at most a few callers' words): "
+         "a build against another torch/CUDA/glibc, or a library not installed. Python raises it as ImportError; "
+         "native servers (Triton's backends) and wrappers that keep only the text print it alone",
+         exception="dynamic loader error", role="root", kind="native",
+         anchors=(": undefined symbol: ", "cannot open shared object file", "' not found")),
+    Rule("ray-node-marked-dead",
+         _r(r"(?P<msg>(?:\[\w+\] )?(?:The node with node id: \w+ .{0,200}?has been marked dead because [^\"]+|Exiting because this node manager has mistakenly been marked as dead by the GCS[^\"]*))"),
+         "(raylet) The node with node id: 0f21 and address: 10.0.0.51 and node name: 10.0.0.51 has been marked dead because the detector has missed too many heartbeats from it.",
+         "Ray's GCS stopped hearing from a node (missed heartbeats, failed health checks) and declared it dead: "
+         "its workers and actors die with it (a host overloaded, OOM-killed or cut off from the network)",
+         exception="Ray node marked dead", role="root", kind="native",
+         anchors=("has been marked dead", "marked as dead by the GCS")),
     Rule("exit-code-signal",
          _r(r"^(?P<msg>Exit code: -(?P<signal>\d+))\s*$"),
          "Exit code: -9",
@@ -423,10 +445,10 @@ SYMPTOMS: tuple[Rule, ...] = (
          "AssertionError: Engine building failed, please check the error log.",
          "points at errors logged before it", anchors=('the error log', 'check the log', 'see the log')),
     Rule("points-at-another-error",
-         _r(r"\b(?:[Ss]ee|[Cc]heck) (?:the )?(?:inner exception|root cause|stack ?trace|(?:above|previous) (?:error|exception|traceback))"),
+         _r(r"\b(?:[Ss]ee|[Cc]heck|[Ll]ook up to see) (?:the |its )?(?:inner exception|root cause|stack ?trace|traceback|(?:above|previous) (?:error|exception|traceback))"),
          "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",
          "says itself that the cause is another error (its inner exception, the trace above)",
-         anchors=("inner exception", "root cause", "stack trace", "stacktrace", "above error", "previous error",
+         anchors=("inner exception", "root cause", "stack trace", "stacktrace", "its traceback", "the traceback", "above error", "previous error",
                   "above exception", "previous exception", "above traceback", "previous traceback")),
     Rule("vllm-workerproc-init", _r(r"WorkerProc initialization failed"),
          "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb.core.capture import Peeled, Profile, continues, peel, same_head
+from kb.core.capture import Peeled, Profile, continues, cuts_a_word, peel, same_head
 from kb.core.patterns import FRAME, starts_record
 from kb.core.split import parse_line
 
@@ -56,8 +56,8 @@ class Rejoiner:
 
     def _outer(self, number: int, text: str, width: int) -> list[Joined]:
         out = []
-        if self._text and (starts_record(peel(text, self.profile).text) or same_head(self._text, text)
-                           or self._code_after_frame(text)):
+        if self._text and (starts_record(peel(text, self.profile).text, specific=cuts_a_word(self._text, text))
+                           or same_head(self._text, text) or self._code_after_frame(text)):
             out.append(Joined(self._first, number - 1, self._text))  # the cut line ended with its record
             self._text = ""
         piece = text.rstrip("\r")
@@ -99,3 +99,4 @@ class Rejoiner:
             return False
         frame = FRAME.match(parse_line(0, self._text, self.profile).body)
         return frame is not None and frame["func"] is not None
+

@@ -79,6 +79,13 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
+    killed = [g for g in groups if _shell_killed(g.first.event) and g.first.event.process == best.first.event.process
+              and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
+    if killed:
+        # The shell reports its foreground job killed (the OOM killer's SIGKILL): the job
+        # printed nothing more, so a later error of that stream is the next step failing
+        # without the killed one's output ("Killed", then FileNotFoundError: its result).
+        best = killed[0]
     if best.tier == "truncated":
         # A traceback cut before its exception line, and a wrapper quoting an error: the
         # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'")
@@ -102,6 +109,14 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
     symptoms.sort(key=lambda e: e.line_number or 0)
     return root, symptoms
+
+
+_BASH_KILLED = next(rule for rule in P.ERROR_LINES if rule.name == "bash-killed")
+
+
+def _shell_killed(event: ErrorEvent) -> bool:
+    """The shell's report that its foreground job was killed ("Killed")."""
+    return event.exception == "SIGKILL" and bool(_BASH_KILLED.pattern.search(event.message))
 
 
 def _only_wrappers(best: Group, ranked: list[Group]) -> tuple[ErrorEvent, list[ErrorEvent]]:

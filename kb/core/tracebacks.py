@@ -18,6 +18,9 @@ from kb.core.split import LogLine
 
 _MAX_FRAMES = 120
 _MAX_CONTINUATION = 25
+# An OSError's text is strerror() after its errno, and a file name: one line, always
+# ("[Errno 98] Address already in use" then "Starting vLLM..." is the next print).
+_OS_ERROR_TEXT = lazy(r"^\[Errno \d+\] [^\n]+$")
 _TERMINATE = lazy(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))")
 _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
 _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
@@ -257,7 +260,7 @@ class Extractor:
                        if found.record else not line.header)
         # a line another capture layer wraps (a timestamp the exception line lacks): another record
         rewrapped = line.layers != stream.continuation_layers
-        if (not contiguous or not same_record or rewrapped
+        if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
                 or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped)):
             self._end_continuation(stream)
             return False

@@ -211,6 +211,9 @@ class Occurrence(Base):
     # by it and answered again instead of being stored twice. Unique, so two concurrent
     # retries cannot both insert; NULLs (uploads without a key) never collide.
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    # What log search indexes of the redacted log: all of a small log, a bounded excerpt
+    # of a large one (kb.db.logsearch). NULL: not indexed.
+    search_text: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     __table_args__ = (

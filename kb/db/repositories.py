@@ -15,6 +15,7 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
     delete,
     exists,
     func,
@@ -29,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from kb.core.recall import RecallKeys, TermWeights, message_key, terms
 from kb.core.records import CrashFeatures
+from kb.db import logsearch
 from kb.db.models import (
     Fix,
     FixOutcome,
@@ -144,6 +146,28 @@ _ADD_OCCURRENCE = insert(Occurrence).returning(Occurrence.id)
 def _like_literal(text: str) -> str:
     """User text inside a LIKE pattern, its wildcards taken literally (escape: backslash)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _has_occurrences() -> Any:
+    return exists().where(Occurrence.incident_id == Incident.id)
+
+
+def _needs_triage() -> Any:
+    """Uploaded here and never identified: every fingerprint it has was stored by an
+    upload whose analysis did not capture the cause (kb.services.ingest stores those
+    with an empty exception: wrapper-only logs, logs without an error)."""
+    identified = exists().where(IncidentFingerprint.incident_id == Incident.id,
+                                IncidentFingerprint.exception != "")
+    return and_(Incident.seeded.is_(False), _has_occurrences(), ~identified)
+
+
+# The list's views (GET /incidents?view=): what a team looks at first.
+_VIEWS = {
+    "seen_here": _has_occurrences,  # uploaded here at least once
+    "seeded": lambda: and_(Incident.seeded.is_(True), ~_has_occurrences()),  # curated, not seen here
+    "needs_triage": _needs_triage,
+}
+VIEWS = tuple(_VIEWS)
 
 
 _ADD_FACETS = {
@@ -332,6 +356,13 @@ class Repository:
                               .where(Incident.id.in_(ids)))
         return {r[0]: (r[1], r[2]) for r in rows}
 
+    def seeded_among(self, ids: Iterable[int]) -> set[int]:
+        ids = list(set(ids))
+        if not ids:
+            return set()
+        return set(self.s.execute(select(Incident.id).where(
+            Incident.id.in_(ids), Incident.seeded.is_(True))).scalars())
+
     def live_ids(self, ids: Iterable[int]) -> set[int]:
         ids = list(set(ids))
         if not ids:
@@ -409,7 +440,8 @@ class Repository:
 
     def occurrences_of(self, incident_id: int, limit: int = 50) -> list[Occurrence]:
         # Load the context columns only: the analysis and the log stay on disk.
-        cols = [c for c in Occurrence.__table__.columns if c.name not in {"analysis", "log_compressed"}]
+        cols = [c for c in Occurrence.__table__.columns
+                if c.name not in {"analysis", "log_compressed", "search_text"}]
         rows = self.s.execute(select(*cols).where(Occurrence.incident_id == incident_id)
                               .order_by(Occurrence.created_at.desc(), Occurrence.id.desc())
                               .limit(limit)).mappings().all()
@@ -418,7 +450,7 @@ class Repository:
     def occurrence_by_idempotency_key(self, key: str) -> Occurrence | None:
         """The occurrence an earlier upload with this Idempotency-Key stored (unique
         index), with its analysis but without the log."""
-        cols = [c for c in Occurrence.__table__.columns if c.name != "log_compressed"]
+        cols = [c for c in Occurrence.__table__.columns if c.name not in {"log_compressed", "search_text"}]
         row = self.s.execute(select(*cols).where(Occurrence.idempotency_key == key)
                              ).mappings().first()
         return Occurrence(**dict(row)) if row is not None else None
@@ -503,6 +535,22 @@ class Repository:
                                .values(incident_id=source_id))
         self.add_facets(source_id, [(k, v) for k, v in moved.get("facets") or []])
 
+    def log_matches(self, terms: Sequence[str], incident_ids: Iterable[int]
+                    ) -> dict[int, logsearch.LogMatch]:
+        """Log search (kb.db.logsearch): each incident's best matching occurrence and line."""
+        return logsearch.best_matches(self.s, terms, incident_ids)
+
+    def occurrence_breakdown(self, incident_id: int) -> dict[str, list[tuple[str | None, int]]]:
+        """How many occurrences an incident has per engine version, GPU and model, most
+        first: one grouped query per dimension on the incident's own rows."""
+        out: dict[str, list[tuple[str | None, int]]] = {}
+        for name, col in (("engine_version", Occurrence.engine_version),
+                          ("gpu", Occurrence.gpu_name), ("model", Occurrence.model)):
+            rows = self.s.execute(select(col, func.count()).where(Occurrence.incident_id == incident_id)
+                                  .group_by(col).order_by(func.count().desc(), col))
+            out[name] = [(r[0], int(r[1])) for r in rows]
+        return out
+
     def occurrence_span(self, incident_id: int) -> tuple[int, datetime | None, datetime | None]:
         """How many occurrences an incident has, its first and its last."""
         count, first, last = self.s.execute(
@@ -526,16 +574,26 @@ class Repository:
     def list_incidents(self, *, q: str | None, engine: str | None, version_ids: set[int] | None,
                        version: str | None, model_arch: str | None, gpu: str | None,
                        phase: str | None, has_fix: bool | None, path: str | None,
-                       tag: str | None, sort: str, offset: int, limit: int
+                       tag: str | None, sort: str, offset: int, limit: int,
+                       view: str | None = None, log_terms: Sequence[str] = ()
                        ) -> tuple[list[tuple[Incident, int]], int]:
+        """One page of live incidents and the total. `q` searches the curated text
+        (LIKE, wildcards escaped) and, by `log_terms`, the stored logs (kb.db.logsearch);
+        sort "relevance" puts text matches first, then the best log matches."""
         fix_count = (select(func.count(Fix.id)).where(Fix.incident_id == Incident.id)
                      .correlate(Incident).scalar_subquery())
         conditions: list[Any] = [Incident.merged_into_id.is_(None)]
+        log_scores = logsearch.incident_scores(self.dialect, log_terms) if q and log_terms else None
+        text_match: Any = None
         if q:
             like = f"%{_like_literal(q.lower())}%"
-            conditions.append(or_(*(func.lower(col).like(like, escape="\\") for col in (
+            text_match = or_(*(func.lower(col).like(like, escape="\\") for col in (
                 Incident.title, Incident.signature, Incident.summary, Incident.slug,
-                Incident.notes, Incident.exception))))
+                Incident.notes, Incident.exception)))
+            conditions.append(text_match if log_scores is None
+                              else or_(text_match, log_scores.c.score.is_not(None)))
+        if view:
+            conditions.append(_VIEWS[view]())
         if engine:
             conditions.append(func.lower(Incident.engine) == engine.lower())
         if phase:
@@ -565,15 +623,23 @@ class Repository:
                             IncidentFacet.value.like(f"{_like_literal(v)}.%", escape="\\"))
             conditions.append(or_(seen_on, Incident.id.in_(version_ids or {-1})))
         where = and_(*conditions)
-        total = self.s.execute(select(func.count()).select_from(Incident).where(where)).scalar_one()
+        source: Any = Incident
+        if log_scores is not None:
+            source = Incident.__table__.outerjoin(log_scores, log_scores.c.incident_id == Incident.id)
+        total = self.s.execute(select(func.count()).select_from(source).where(where)).scalar_one()
         order = {
             "occurrences": (Incident.occurrence_count.desc(), Incident.id.desc()),
             "created": (Incident.created_at.desc(), Incident.id.desc()),
             "id": (Incident.id.asc(),),
             "title": (Incident.title.asc(), Incident.id.asc()),
         }.get(sort) or (Incident.last_seen.desc().nulls_last(), Incident.id.desc())
-        rows = self.s.execute(select(Incident, fix_count).where(where).order_by(*order)
-                              .offset(offset).limit(limit)).all()
+        if sort == "relevance" and text_match is not None:
+            ranked = [case((text_match, 0), else_=1)]
+            if log_scores is not None:
+                ranked.append(log_scores.c.score.asc().nulls_last())
+            order = (*ranked, *order)
+        rows = self.s.execute(select(Incident, fix_count).select_from(source).where(where)
+                              .order_by(*order).offset(offset).limit(limit)).all()
         return [(r[0], r[1]) for r in rows], total
 
     def incidents_with_affected_versions(self, engine: str | None) -> list[tuple[int, str]]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb.core.evaluate import Case
+from kb.core.match import engines_differ
 from kb.db.migrate import upgrade
 from kb.db.session import Database
 from kb.services.errors import InvalidInput, NotText, TooLarge
@@ -36,6 +37,9 @@ class HeldOut:
     score: float = 0.0
     incident_classes: list[str] = field(default_factory=list)  # of the stored cases it joined
     right: bool = False
+    # another case of its class could be "known" to it at all: one identified in the log
+    # and of an engine the gate lets match (kb.core.match.engines_differ)
+    reachable: bool = False
 
     @property
     def majority(self) -> str | None:
@@ -56,6 +60,13 @@ class GroupingReport:
 
     def kept_new(self, classes: Counter[str]) -> float | None:
         return self._share([r for r in self.results if classes[r.failure_class] == 1])
+
+    def rr_at_1_reachable(self, classes: Counter[str]) -> tuple[float | None, int]:
+        """RR@1 over the recurring-class cases another case of the class could be known
+        to: the engine gate (a crash of another engine is never known automatically) and
+        logs that do not show their cause set the others out of reach of any matcher."""
+        chosen = [r for r in self.results if classes[r.failure_class] > 1 and r.reachable]
+        return self._share(chosen), len(chosen)
 
     def known_precision(self) -> float | None:
         known = [r for r in self.results if r.status == "known"]
@@ -129,14 +140,30 @@ def _held_out_range(ordered: list[Case], start: int, stop: int) -> list[HeldOut]
                         if upload is not None:
                             incident_of[other.id] = _store(run, upload)
                     got = answer(run, held.analysis, held.features, base_url=BASE_URL)
-                    results.append(_judge(case.id, class_of, classes, got.match.status,
-                                          got.match.score, got.match.incident_id, incident_of))
+                    result = _judge(case.id, class_of, classes, got.match.status,
+                                    got.match.score, got.match.incident_id, incident_of)
+                    result.reachable = _reachable(case, ordered, prepared, class_of)
+                    results.append(result)
             if held is not None:
                 prefix_incidents[case.id] = _store(prefix, held)
     finally:
         prefix.dispose()
         run.dispose()
     return results
+
+
+def _reachable(case: Case, ordered: list[Case], prepared: dict[str, PreparedUpload | None],
+               class_of: dict[str, str]) -> bool:
+    held = prepared[case.id]
+    if held is None or not _identifies(held):
+        return False
+    return any(other.id != case.id and class_of[other.id] == class_of[case.id]
+               and (upload := prepared[other.id]) is not None and _identifies(upload)
+               and not engines_differ(held.features, upload.features) for other in ordered)
+
+
+def _identifies(upload: PreparedUpload) -> bool:
+    return upload.analysis.verdict == "found" and bool(upload.features.exception or upload.features.message_template)
 
 
 def _store(db: Database, upload: PreparedUpload) -> int:

@@ -31,6 +31,7 @@ from kb.core.gpus import gpu_family
 from kb.core.match import SIMILAR_THRESHOLD
 from kb.core.records import Analysis, CrashFeatures
 from kb.core.redact import redact_field
+from kb.db import logsearch
 from kb.db.known_upload import store_known_occurrence
 from kb.db.logcodec import compress_log
 from kb.db.models import Incident, Occurrence, utcnow
@@ -170,14 +171,37 @@ def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRe
                        slug=incident.slug)
 
 
+TITLE_CHARS = 160
+LOGGED_ERROR = "logged error"  # the analysis' kind for an ERROR line without an exception
+
+
+def short_title(text: str, size: int = TITLE_CHARS) -> str:
+    """`text` on one line, cut at a word boundary with an ellipsis when longer than `size`."""
+    text = " ".join(text.split())
+    if len(text) <= size:
+        return text
+    cut = text[:size - 1]
+    if " " in cut[size // 2:]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:.") + "…"
+
+
 def title_for(analysis: Analysis) -> str:
     """The title of a new incident, from its root cause (redacted already, and again
-    here: a title is shown everywhere)."""
+    here: a title is shown everywhere). A log whose cause was not captured says so
+    first, with the wrapper's own words; an ERROR line without an exception is its
+    message, not "logged error: ..."; long titles end at a word, with an ellipsis."""
+    event = analysis.root_cause or next(iter(analysis.symptoms), None)
+    if not analysis.identifies and event is not None:
+        said = event.message if event.exception == LOGGED_ERROR else f"{event.exception}: {event.message}"
+        return short_title(redact_field(f"Cause not captured: {said}"))
     signature = (analysis.fingerprint.signature or "").split(" | ")[0].strip()
+    if signature.startswith(f"{LOGGED_ERROR}: "):
+        signature = signature[len(LOGGED_ERROR) + 2:]
     if signature and signature != ":":
-        return redact_field(signature)[:200]
+        return short_title(redact_field(signature))
     if analysis.root_cause is not None:
-        return redact_field(f"{analysis.root_cause.exception}: {analysis.root_cause.message}")[:200]
+        return short_title(redact_field(f"{analysis.root_cause.exception}: {analysis.root_cause.message}"))
     return "Crash without a recognizable error"
 
 
@@ -203,7 +227,9 @@ def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
     data = prepare_log(data, max_bytes)
     analyzed, stored, redactions = analyze_for_storage(data)
     analysis, features = with_overrides(analyzed, overrides)
-    occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_dict(analysis),
+    analysis_json = analysis_dict(analysis)
+    occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_json,
+                                    search_text=logsearch.search_text(stored, analysis_json),
                                     log_compressed=compress_log(stored), log_bytes=len(stored),
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
@@ -317,7 +343,8 @@ def _replay(repo: Repository, first: Occurrence, base_url: str,
 
 
 def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, *,
-                      analysis_json: dict[str, Any], log_compressed: bytes, log_bytes: int,
+                      analysis_json: dict[str, Any], search_text: str | None = None,
+                      log_compressed: bytes, log_bytes: int,
                       log_lines: int, redactions: int, idempotency_key: str | None
                       ) -> dict[str, Any]:
     """The occurrence row of an upload, but for where it lands (incident_id, match_status,
@@ -334,7 +361,8 @@ def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, 
         host=overrides.host, command=overrides.command, exit_code=overrides.exit_code,
         cuda_visible_devices=overrides.cuda_visible_devices,
         torch_version=overrides.torch_version, failure=overrides.failure,
-        ruleset=ruleset(), idempotency_key=idempotency_key, created_at=now)
+        ruleset=ruleset(), idempotency_key=idempotency_key, search_text=search_text,
+        created_at=now)
 
 
 def _facets(analysis: Analysis) -> set[tuple[str, str]]:

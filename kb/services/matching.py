@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
-from kb.core.match import ALIAS_THRESHOLD, SIMILAR_THRESHOLD, score
+from kb.core.match import ALIAS_THRESHOLD, SIMILAR_THRESHOLD, phase_decides, score
 from kb.core.recall import recall_keys, terms
 from kb.core.records import CrashFeatures, Fingerprint, MatchScore
 from kb.db.models import IncidentFingerprint
@@ -51,8 +51,13 @@ class MatchOutcome:
 
 
 def route_key(fingerprint: Fingerprint, features: CrashFeatures) -> str:
-    """The exact-match key: the versioned fingerprint plus the engine."""
-    raw = "|".join((fingerprint.version, fingerprint.hash, features.engine or ""))
+    """The exact-match key: the versioned fingerprint plus the engine, and for memory
+    running out the phase too (kb.core.match.phase_decides: the scorer keeps such crashes
+    of two phases apart, so the exact route must not join them)."""
+    parts = [fingerprint.version, fingerprint.hash, features.engine or ""]
+    if phase_decides(features):
+        parts.append(features.phase or "unknown")
+    raw = "|".join(parts)
     return hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
@@ -145,5 +150,6 @@ def similar_incidents(repo: Repository, incident_id: int, fingerprints: list[Inc
                 best[other_id] = result.score
     ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:shown]
     titles = repo.titles(i for i, _ in ranked)
-    return [SimilarView(i, s, titles[i][0]) for i, s in ranked if i in titles]
+    seeded = repo.seeded_among(titles)
+    return [SimilarView(i, s, titles[i][0], i in seeded) for i, s in ranked if i in titles]
 

@@ -13,13 +13,15 @@ from kb.core.recommend import PATHS, Where, version_in
 from kb.core.records import PHASES
 from kb.db.logcodec import decompress_log
 from kb.db.models import Incident, Occurrence
-from kb.db.repositories import Repository
+from kb.db.logsearch import search_terms
+from kb.db.repositories import VIEWS, Repository
 from kb.db.session import Database
 from kb.services.advice import advise
 from kb.services.errors import InvalidInput, NotFound
 from kb.services.ingest import incident_url
 from kb.services.matching import similar_incidents
 from kb.services.views import (
+    CountView,
     FingerprintView,
     Health,
     IncidentDetail,
@@ -27,14 +29,18 @@ from kb.services.views import (
     IncidentSummary,
     LinkedIncident,
     ListQuery,
+    LogMatchView,
     MergeView,
+    OccurrenceBreakdown,
     OccurrenceView,
     Timeline,
 )
 
 MAX_PER_PAGE = 200
 MAX_PAGE = 1_000_000  # the offset stays far inside the databases' 64-bit range
-SORTS = ("last_seen", "occurrences", "created", "id", "title")
+SORTS = ("last_seen", "occurrences", "created", "id", "title", "relevance")
+# relevance: with `q`, incidents whose title, signature or notes hold it first, then by
+# the rank of their best matching log (kb.db.logsearch); without `q`, as last_seen.
 TIMELINE_DAYS = 30  # the list's occurrence timeline: this many UTC days, ending today
 _SEEN_KINDS = {"engine_version": "versions", "model_arch": "model_archs", "gpu": "gpus"}
 
@@ -50,6 +56,10 @@ def _check(query: ListQuery) -> None:
         raise InvalidInput(f"phase must be one of {', '.join(PHASES)}")
     if query.sort not in SORTS:
         raise InvalidInput(f"sort must be one of {', '.join(SORTS)}")
+    if query.q and "\x00" in query.q:
+        raise InvalidInput("q must not contain NUL characters")
+    if query.view and query.view not in VIEWS:
+        raise InvalidInput(f"view must be one of {', '.join(VIEWS)}")
 
 
 def list_incidents(db: Database, query: ListQuery, *, base_url: str,
@@ -65,11 +75,14 @@ def list_incidents(db: Database, query: ListQuery, *, base_url: str,
             # few rows that have one (seeds), not in SQL.
             version_ids = {i for i, spec in repo.incidents_with_affected_versions(query.engine)
                            if version_in(query.version, spec)}
+        q = (query.q or "").strip() or None
+        log_terms = search_terms(q)
         rows, total = repo.list_incidents(
-            q=(query.q or "").strip() or None, engine=query.engine, version_ids=version_ids,
+            q=q, engine=query.engine, version_ids=version_ids,
             version=query.version, model_arch=query.model_arch, gpu=query.gpu,
             phase=query.phase, has_fix=query.has_fix, path=query.path, tag=query.tag,
-            sort=query.sort, offset=(query.page - 1) * query.per_page, limit=query.per_page)
+            sort=query.sort, offset=(query.page - 1) * query.per_page, limit=query.per_page,
+            view=query.view, log_terms=log_terms)
         items = [IncidentSummary(
             id=i.id, url=incident_url(base_url, i.id), title=i.title, slug=i.slug,
             signature=i.signature, engine=i.engine, phase=i.phase, tags=list(i.tags or []),
@@ -77,10 +90,19 @@ def list_incidents(db: Database, query: ListQuery, *, base_url: str,
             engine_limitation=i.engine_limitation, seeded=i.seeded, first_seen=i.first_seen,
             last_seen=i.last_seen) for i, n_fixes in rows]
         _add_seen_on(repo, items, today)
+        if log_terms:
+            matches = repo.log_matches(log_terms, (item.id for item in items))
+            for item in items:
+                found = matches.get(item.id)
+                if found is not None:
+                    item.log_match = LogMatchView(
+                        found.occurrence_id, found.line,
+                        f"{base_url.rstrip('/')}/occurrences/{found.occurrence_id}/log")
     filters = {k: v for k, v in (
         ("q", query.q), ("engine", query.engine), ("version", query.version),
         ("model_arch", query.model_arch), ("gpu", query.gpu), ("phase", query.phase),
-        ("has_fix", query.has_fix), ("path", query.path), ("tag", query.tag)) if v is not None}
+        ("has_fix", query.has_fix), ("path", query.path), ("tag", query.tag),
+        ("view", query.view)) if v is not None}
     return IncidentList(items=items, total=total, page=query.page, per_page=query.per_page,
                         filters=filters)
 
@@ -170,7 +192,16 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
                           by=(m.source_state or {}).get("by", "person"),
                           ruleset=(m.source_state or {}).get("ruleset"),
                           occurrences=len((m.moved or {}).get("occurrences") or []))
-                for m in repo.merges_of(incident.id)])
+                for m in repo.merges_of(incident.id)],
+        breakdown=_breakdown(repo, incident.id))
+
+
+def _breakdown(repo: Repository, incident_id: int) -> OccurrenceBreakdown:
+    counts = repo.occurrence_breakdown(incident_id)
+    return OccurrenceBreakdown(
+        engine_versions=[CountView(v, n) for v, n in counts["engine_version"]],
+        gpus=[CountView(v, n) for v, n in counts["gpu"]],
+        models=[CountView(v, n) for v, n in counts["model"]])
 
 
 def occurrence_log(db: Database, occurrence_id: int) -> str:

@@ -44,6 +44,7 @@ class SimilarView:
     incident_id: int
     score: float
     title: str
+    seeded: bool = False  # curated: merge this one into it, never it into another
 
 
 @dataclass(slots=True)
@@ -105,6 +106,30 @@ class Timeline:
 
 
 @dataclass(slots=True)
+class LogMatchView:
+    """The line of a stored log that a search matched, and the upload it is from."""
+
+    occurrence_id: int
+    line: str
+    log_url: str
+
+
+@dataclass(slots=True)
+class CountView:
+    value: str | None  # None: the uploads did not say
+    count: int
+
+
+@dataclass(slots=True)
+class OccurrenceBreakdown:
+    """An incident's occurrences counted by where they happened, most first."""
+
+    engine_versions: list[CountView] = field(default_factory=list)
+    gpus: list[CountView] = field(default_factory=list)
+    models: list[CountView] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class IncidentSummary:
     """A row of the incident list."""
 
@@ -128,6 +153,9 @@ class IncidentSummary:
     model_archs: list[str] = field(default_factory=list)
     gpus: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
+    # With `q`: where its stored logs matched (kb.db.logsearch); None when only its
+    # title, signature or notes matched, or without `q`.
+    log_match: LogMatchView | None = None
 
 
 @dataclass(slots=True)
@@ -246,6 +274,7 @@ class IncidentDetail:
     # traceback, wrapper errors, timing. None for incidents never uploaded (seeds).
     analysis: dict[str, Any] | None = None
     merges: list[MergeView] = field(default_factory=list)  # into or out of this incident
+    breakdown: OccurrenceBreakdown = field(default_factory=OccurrenceBreakdown)
 
 
 @dataclass(slots=True)
@@ -364,6 +393,7 @@ class ListQuery:
     has_fix: bool | None = None
     path: str | None = None
     tag: str | None = None
-    sort: str = "last_seen"  # last_seen | occurrences | created | id
+    sort: str = "last_seen"  # relevance | last_seen | occurrences | created | id | title
+    view: str | None = None  # seen_here | seeded | needs_triage
     page: int = 1
     per_page: int = 50

@@ -30,6 +30,7 @@ from kb.config import Settings
 from kb.core.textlog import GZIP_MAGIC
 from kb.core.recommend import PATHS
 from kb.core.records import PHASES
+from kb.db.repositories import VIEWS
 from kb.db.session import Database
 from kb.services import curate, ingest, queries
 from kb.services.views import (
@@ -297,7 +298,10 @@ async def analyze_log(request: Request, state: State,
 @get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors())
 async def list_incidents(
     request: Request, state: State,
-    q: Q[str | None, QueryParameter(description="text in title, signature, summary, notes")] = None,
+    q: Q[str | None, QueryParameter(description=(
+        "text in title, signature, summary, notes; and in the stored logs: every "
+        "whitespace-separated term of 3+ characters, literally (a path, a file name, a "
+        "mangled symbol); `log_match` shows the line that matched"))] = None,
     engine: Q[str | None, QueryParameter(description="vllm, sglang, ...")] = None,
     version: Q[str | None, QueryParameter(description="engine version seen or affected")] = None,
     model_arch: Q[str | None, QueryParameter(description="HF model_type, e.g. kimi_k2")] = None,
@@ -308,15 +312,21 @@ async def list_incidents(
     path: Q[str | None, QueryParameter(description="the recommended path",
                                        schema_extra={"enum": list(PATHS)})] = None,
     tag: Q[str | None, QueryParameter(description="a tag")] = None,
-    sort: Q[str, QueryParameter(description="newest first, or most occurrences first, ...",
-                                schema_extra={"enum": list(queries.SORTS)})] = "last_seen",
+    view: Q[str | None, QueryParameter(description=(
+        "seen_here: uploaded here at least once; seeded: curated and never uploaded here; "
+        "needs_triage: uploads whose cause the log did not show (wrapper-only)"),
+        schema_extra={"enum": list(VIEWS)})] = None,
+    sort: Q[str, QueryParameter(description=(
+        "relevance (with q: text matches, then best log matches; else as last_seen), "
+        "newest first, most occurrences first, ..."),
+        schema_extra={"enum": list(queries.SORTS)})] = "relevance",
     page: Q[int, QueryParameter(ge=1, le=queries.MAX_PAGE)] = 1,
     per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
     format: Format = None,
 ) -> Response[IncidentList]:
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
-                      per_page=per_page)
+                      per_page=per_page, view=view)
     listing = await in_thread(state, queries.list_incidents, db_of(state), query,
                               base_url=base_url(request))
     kept = [(k, v) for k, v in request.query_params.items() if k != "format"]

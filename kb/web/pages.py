@@ -188,6 +188,26 @@ async def home() -> Redirect:
     return Redirect(path="/ui/incidents", status_code=302)
 
 
+# The list page's sort choices (the API takes every sort of kb.services.queries.SORTS),
+# and its views as tabs: value ("" = all) and label.
+LIST_SORTS = ("relevance", "last_seen", "occurrences")
+LIST_VIEWS = (("", "All"), ("seen_here", "Seen here"), ("needs_triage", "Needs triage"),
+              ("seeded", "Seeded, not seen here"))
+
+
+def _query(params: dict[str, Any]) -> str:
+    kept = {k: v for k, v in params.items() if v}
+    return f"?{urlencode(kept)}" if kept else ""
+
+
+def tag_url(tag: str) -> str:
+    """The list of the incidents with this tag (a tag chip links here)."""
+    return "/ui/incidents?" + urlencode({"tag": tag})
+
+
+_env.globals["tag_url"] = tag_url
+
+
 def _opt(params: Any, name: str) -> str | None:
     value = (params.get(name) or "").strip()
     return value or None
@@ -205,8 +225,8 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
                       version=_opt(params, "version"), model_arch=_opt(params, "model_arch"),
                       gpu=_opt(params, "gpu"), phase=_opt(params, "phase"), has_fix=has_fix,
                       path=_opt(params, "path"), tag=_opt(params, "tag"),
-                      sort=params.get("sort") if params.get("sort") in ("last_seen", "occurrences") else "last_seen",
-                      page=page, per_page=50)
+                      sort=params.get("sort") if params.get("sort") in LIST_SORTS else "relevance",
+                      page=page, per_page=50, view=_opt(params, "view"))
     try:
         listing: IncidentList = await in_thread(state, queries.list_incidents, db_of(state), query,
                                                 base_url=base_url(request))
@@ -215,20 +235,24 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
     rows = [(item, sparkline(item.timeline.counts if item.timeline else [0] * TIMELINE_DAYS))
             for item in listing.items]
     form = {k: params.get(k) or "" for k in ("q", "engine", "version", "model_arch", "gpu",
-                                             "phase", "path", "has_fix", "tag")}
+                                             "phase", "path", "has_fix", "tag", "view")}
     form["sort"] = query.sort
-    keep = {k: v for k, v in form.items() if v}
+    keep = {k: v for k, v in form.items() if v and not (k == "sort" and v == "relevance")}
     pages = -(-listing.total // listing.per_page) if listing.total else 1
 
     def page_url(n: int) -> str:
         return "/ui/incidents?" + urlencode({**keep, "page": n})
 
+    def view_url(view: str) -> str:  # the same filters, another view
+        return "/ui/incidents" + _query({**keep, "view": view})
+
     return render(request, "list.html", listing=listing, rows=rows, form=form, engines=ENGINES,
                   phases=PHASES, paths=PATHS, pages=pages,
                   prev_url=page_url(page - 1) if page > 1 else None,
                   next_url=page_url(page + 1) if page < pages else None,
-                  filtered=any(v for k, v in form.items() if k != "sort"),
-                  spark_days=TIMELINE_DAYS)
+                  filtered=any(v for k, v in form.items() if k not in ("sort", "view")),
+                  spark_days=TIMELINE_DAYS, views=LIST_VIEWS,
+                  view_urls={v: view_url(v) for v, _ in LIST_VIEWS})
 
 
 @get("/ui/incidents/{incident_id:int}", include_in_schema=False)

@@ -54,6 +54,15 @@ MUST_NOT_MERGE = [
                          frames=["tokenizers/implementations/base_tokenizer.py:encode_batch"])),
     (dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"), frames=["<native>:ncclCommInitRank"]),
      _crash("SIGSEGV", "process killed by SIGSEGV")),
+    # memory running out while loading weights vs in a training step: one text, two causes
+    (_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 86.00 MiB. GPU 0 has a total capacity "
+            "of 23.64 GiB of which 264.00 MiB is free.", engine="pytorch", phase="weight_loading"),
+     _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 86.00 MiB. GPU 3 has a total capacity "
+            "of 79.10 GiB of which 12.00 MiB is free.", engine="pytorch", phase="training")),
+    # ... and a phase nobody could tell: never the same crash for sure
+    (_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.", engine="pytorch"),
+     _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 4.00 GiB.", engine="pytorch",
+            phase="training")),
 ]
 
 
@@ -66,15 +75,19 @@ def test_crashes_with_other_causes_are_never_known_to_each_other(first, second):
 
 def test_the_same_crash_on_another_gpu_and_version_is_known():
     a = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.74 GiB. GPU 1 has a total "
-               "capacity of 23.57 GiB of which 605.88 MiB is free.", engine_version="0.8.0")
+               "capacity of 23.57 GiB of which 605.88 MiB is free.", engine_version="0.8.0",
+               phase="kv_cache_profiling")
     b = _crash("torch.cuda.OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 7 has a total "
-               "capacity of 79.15 GiB of which 3.12 MiB is free.", engine_version="0.8.1")
+               "capacity of 79.15 GiB of which 3.12 MiB is free.", engine_version="0.8.1",
+               phase="kv_cache_profiling")
     assert score(a, b, WEIGHTS).status == "known"
 
 
 def test_a_crash_of_another_engine_is_at_best_similar():
-    vllm = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.", engine="vllm")
-    sglang = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 4.00 GiB.", engine="sglang")
+    vllm = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.", engine="vllm",
+                  phase="serving")
+    sglang = _crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 4.00 GiB.", engine="sglang",
+                    phase="serving")
     assert score(sglang, dataclasses.replace(vllm, engine="sglang"), WEIGHTS).status == "known"
     result = score(sglang, vllm, WEIGHTS)
     assert result.status == "similar" and result.score >= SIMILAR_THRESHOLD
@@ -104,3 +117,39 @@ def test_recall_keys_come_from_the_features_and_ignore_an_unknown_phase():
 
 def test_placeholders_are_not_terms():
     assert terms(message_template("Tried to allocate 2.00 GiB on /dev/shm/x at 0x7f12")) == {"tried", "allocate", "on", "at"} - {"on", "at"}
+
+
+def test_a_leading_locator_tag_and_repeated_per_process_sentences_do_not_tell_crashes_apart():
+    """torch releases name the failing rank three ways, and the OOM text lists one
+    sentence per process on the GPU: where and how many are not what went wrong."""
+    old = "[PG 0 Rank 3] Process group watchdog thread terminated with exception: [Rank 3] Watchdog caught " \
+          "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600013 ms"
+    new = "[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: " \
+          "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, " \
+          "Timeout(ms)=600000) ran for 600071 ms"
+    assert message_similarity(message_template(old), message_template(new), WEIGHTS) == 100.0
+    one = "CUDA out of memory. Tried to allocate 2.00 GiB. Process 11 has 3.00 GiB memory in use. Of the allocated"
+    three = ("CUDA out of memory. Tried to allocate 1.00 GiB. Process 4 has 3.00 GiB memory in use. Process 5 has "
+             "9.10 GiB memory in use. Process 6 has 1.20 GiB memory in use. Of the allocated")
+    assert message_similarity(message_template(one), message_template(three), WEIGHTS) == 100.0
+
+
+def test_the_same_statement_with_reworded_advice_is_known():
+    """One error, two releases' advice after it: the statement decides."""
+    a = _crash("ValueError", "User-specified max_model_len (65536) is greater than the derived max_model_len "
+               "(max_position_embeddings=32768 or model_max_length=None in model's config.json). To allow "
+               "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", phase="config")
+    b = _crash("ValueError", "User-specified max_model_len (40960) is greater than the derived max_model_len "
+               "(max_position_embeddings=32768 or model_max_length=None in model's config.json). This may lead "
+               "to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model "
+               "context size.", phase="config")
+    assert score(a, b, WEIGHTS).status == "known"
+
+
+def test_a_native_error_and_the_python_exception_that_carries_its_text_are_one_type():
+    """The loader's text alone (a wrapper kept only the text, or a C++ server printed it)
+    and Python's ImportError of that text are one crash."""
+    text = "/opt/venv/lib/python3.11/site-packages/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: " \
+           "undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    assert score(_crash("dynamic loader error", text), _crash("ImportError", text), WEIGHTS).status == "known"
+    assert score(_crash("dynamic loader error", text), _crash("ValueError", text), WEIGHTS).status != "known"

@@ -33,3 +33,15 @@ def test_inside_a_capture_the_pieces_of_one_stream_are_joined_without_their_pref
     lines = [f"0: {CUT}", "1: INFO other task", f"0: {REST}"]
     assert _joined(profile, lines) == [(1, 1, CUT), (2, 2, "INFO other task"), (3, 3, REST)]
     assert _joined(profile, [f"0: {CUT}", f"0: {REST}"]) == [(1, 2, CUT + REST)]
+
+
+def test_a_cut_inside_a_word_joins_even_when_the_rest_starts_with_a_level_word():
+    """'... Worker exit type: SYSTEM_' | 'ERROR Worker exit detail ...': the terminal cut
+    SYSTEM_ERROR in two; a bare level word there is the word's rest, not a new record."""
+    cut = "The actor is dead because its worker process has died. Worker exit type: SYSTEM_"
+    rest = "ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2."
+    profile = Profile(wrap_width=len(cut))
+    assert _joined(profile, [cut, rest]) == [(1, 2, cut + rest)]
+    # a record header that says more than a level word still starts a record
+    record = "ERROR 05-01 12:00:02 [core.py:9] EngineCore failed to start."
+    assert _joined(profile, [cut, record]) == [(1, 1, cut), (2, 2, record)]

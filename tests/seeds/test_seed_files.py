@@ -14,6 +14,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from kb.core.analyze import analyze
+from kb.core.fixschema import RecordError, check_fix
 
 SEEDS = Path(__file__).resolve().parents[2] / "seeds"
 SEED_FILES = sorted(SEEDS.glob("*/*.yaml"))
@@ -201,11 +202,14 @@ def seed_problems(data: Any, path: Path | None = None) -> list[str]:
 
 
 def _recommendation_problems(data: dict[str, Any], fixes: list[dict[str, Any]]) -> list[str]:
-    """The declared path must be backed by the fixes and their counts."""
+    """The declared path must be backed by the fixes and their counts. An in-engine fix
+    that has not failed more often than it worked backs `patch`, as in kb/core/recommend.py
+    (rule 6): that includes an upstream fix no thread has reported on yet (0/0)."""
     recommendation = data.get("recommendation")
     working = [f for f in fixes if f.get("kind") in IN_ENGINE
                and isinstance(f.get("worked"), int) and isinstance(f.get("failed"), int)
-               and f["worked"] > 0 and f["worked"] >= f["failed"]]
+               and f["worked"] >= f["failed"]]
+    proven = [f for f in working if f["worked"] > 0]
     switches = [f for f in fixes if f.get("kind") == "switch_engine"]
     problems = []
     if recommendation == "patch" and not working:
@@ -218,7 +222,7 @@ def _recommendation_problems(data: dict[str, Any], fixes: list[dict[str, Any]]) 
         problems.append("recommendation investigate means nothing is known: list no fix")
     if data.get("engine_limitation") and recommendation != "switch_engine":
         problems.append("an engine limitation with no in-engine fix is answered with switch_engine")
-    if data.get("engine_limitation") and working:
+    if data.get("engine_limitation") and proven:
         problems.append("an engine limitation cannot also have a working in-engine fix")
     return problems
 
@@ -252,6 +256,20 @@ def test_every_engine_has_its_minimum_of_incidents():
     assert len(SEED_FILES) >= MIN_TOTAL
 
 
+def test_every_incident_has_a_fix_with_an_exact_change(seeds):
+    """Issue 14: every incident carries a fix whose change is exact (the schema kb seed
+    and the API apply: exact values, no placeholders)."""
+    assert {slug for slug, data in seeds.items() if not data["fixes"]} == set()
+    refused = {}
+    for slug, data in seeds.items():
+        for n, fix in enumerate(data["fixes"]):
+            try:  # the schema kb seed and the API apply: exact values, no placeholders
+                check_fix(fix["kind"], fix["change"], fix["applies_to"])
+            except RecordError as error:
+                refused[f"{slug}: fixes[{n}]"] = str(error)
+    assert refused == {}
+
+
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)
 def test_seed_file_follows_the_schema(path: Path):
     problems = seed_problems(_load(path), path)
@@ -279,6 +297,16 @@ def _valid_seed() -> dict[str, Any]:
 
 def test_the_validator_accepts_a_valid_seed():
     assert seed_problems(_valid_seed()) == []
+
+
+def test_an_upstream_fix_nobody_reported_on_yet_backs_patch():
+    """0 worked / 0 failed: the service advises it ("no outcome reported yet"), so the
+    seed declares patch; one failure more than it worked and it no longer does."""
+    data = _valid_seed()
+    data["fixes"][0].update(worked=0, failed=0)
+    assert seed_problems(data) == []
+    data["fixes"][0].update(failed=1)
+    assert any("worked at least as often" in p for p in seed_problems(data))
 
 
 @pytest.mark.parametrize("breakage,expected", [

@@ -87,3 +87,16 @@ def test_kb_seed_names_the_file_and_the_field(tmp_path):
     path.write_text(path.read_text().replace('">=0.10"', '"0.10 and later"'))
     with pytest.raises(SeedError, match=r"\(bad-seed\): affected_versions: '0.10 and later' is not"):
         parse_seed(path)
+
+
+@pytest.mark.parametrize(("form", "words"), [
+    ({"kind": "config", "change": "flags=--max-model-len 32768", "applies_versions": "> = 0.10 or so"},
+     "applies_to.engine_versions: &#39;&gt; = 0.10 or so&#39; is not a PEP 440 version range"),
+    ({"kind": "prayer", "change": "flags=--max-model-len 32768"}, "kind: &#39;prayer&#39; is not a fix kind"),
+    ({"kind": "upgrade", "change": "flags=--max-model-len 32768"}, "change: a upgrade fix needs version"),
+], ids=["bad-specifier", "unknown-kind", "missing-change-key"])
+def test_the_ui_refuses_a_bad_specifier_an_unknown_kind_and_a_missing_change_key(client, incident, form, words):
+    page = client.post(f"/ui/incidents/{incident}/fixes", data={"title": "Lower it", **form})
+    assert page.status_code == 400
+    assert words in page.text
+    assert client.get(f"/incidents/{incident}").json()["fixes"] == []

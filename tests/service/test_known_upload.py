@@ -40,7 +40,8 @@ def _occurrence(**changes):
         pp=1, ep=None, phase="kv_cache_profiling", reporter="ana", host=None,
         command="vllm serve moonshotai/Kimi-K2 --tp 8", exit_code=1,
         cuda_visible_devices="0,1,2,3,4,5,6,7", torch_version="2.8.0", failure="exit", ruleset="v4-0123456789ab",
-        idempotency_key=None, created_at=datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+        idempotency_key=None, search_text="ValueError: no cache blocks\nlibcuda.so.1",
+        created_at=datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
     values.update(changes)
     assert set(values) == set(OCCURRENCE_COLUMNS) - {"incident_id"}
     return values

@@ -6,6 +6,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, text
 
+from kb.db.logsearch import outside_models
 from kb.db.models import Base
 
 # Any fixed 64-bit number: serialises concurrent `kb db upgrade` runs on one Postgres.
@@ -18,6 +19,7 @@ def _run(connection: Connection) -> None:
         target_metadata=Base.metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=outside_models,  # the full-text index is made by hand (kb.db.logsearch)
     )
     locked = connection.dialect.name == "postgresql"
     if locked:
