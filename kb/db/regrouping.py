@@ -19,7 +19,7 @@ _STORED = (Occurrence.id, Occurrence.created_at, Occurrence.fingerprint_hash, Oc
            Occurrence.analysis, Occurrence.log_compressed, Occurrence.engine,
            Occurrence.engine_version, Occurrence.model, Occurrence.model_arch, Occurrence.gpu_name,
            Occurrence.gpu_count, Occurrence.tp, Occurrence.dp, Occurrence.pp, Occurrence.ep,
-           Occurrence.phase)
+           Occurrence.phase, Occurrence.search_text)
 
 
 def live_incident_ids(session: Session) -> list[int]:

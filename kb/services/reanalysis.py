@@ -51,7 +51,7 @@ from kb.core.analyze import analyze
 from kb.core.gpus import gpu_family
 from kb.core.recall import RecallKeys, TermWeights, message_key, terms
 from kb.core.records import Analysis, CrashFeatures, Fingerprint
-from kb.db import regrouping
+from kb.db import logsearch, regrouping
 from kb.db.logcodec import decompress_log
 from kb.db.models import Incident, IncidentMerge, utcnow
 from kb.db.repositories import Candidate, Repository, facet_values
@@ -177,15 +177,16 @@ def uploader_overrides(row: Any) -> Overrides:
                         if name in named and getattr(row, column) is not None})
 
 
-def reanalyze_row(row: Any) -> tuple[Analysis, CrashFeatures]:
+def reanalyze_row(row: Any) -> tuple[Analysis, CrashFeatures, bytes]:
     """A stored occurrence's log analyzed by the installed rules, the uploader's fields
-    put over it; an engine once known is not forgotten when the log does not name it."""
-    analysis, features = with_overrides(analyze(decompress_log(row.log_compressed)),
-                                        uploader_overrides(row))
+    put over it (an engine once known is not forgotten when the log does not name it),
+    and the log itself."""
+    log = decompress_log(row.log_compressed)
+    analysis, features = with_overrides(analyze(log), uploader_overrides(row))
     if analysis.context.engine is None and row.engine:
         analysis.context.engine = row.engine
         features = CrashFeatures.from_analysis(analysis)
-    return analysis, features
+    return analysis, features, log
 
 
 def identity_key(analysis: Analysis, features: CrashFeatures) -> str | None:
@@ -196,11 +197,14 @@ def identity_key(analysis: Analysis, features: CrashFeatures) -> str | None:
     return route_key(analysis.fingerprint, features)
 
 
-def occurrence_values(analysis: Analysis) -> dict[str, Any]:
-    """The occurrence's columns the analysis decides (as kb.services.ingest stores them)."""
+def occurrence_values(analysis: Analysis, log: bytes) -> dict[str, Any]:
+    """The occurrence's columns the analysis decides (as kb.services.ingest stores them),
+    the log search's excerpt too: it is cut around the errors the analysis found."""
     ctx = analysis.context
+    analysis_json = analysis_dict(analysis)
     return dict(
-        fingerprint_hash=analysis.fingerprint.hash, analysis=analysis_dict(analysis),
+        fingerprint_hash=analysis.fingerprint.hash, analysis=analysis_json,
+        search_text=logsearch.search_text(log, analysis_json),
         engine=clip(ctx.engine, 40), engine_version=clip(ctx.engine_version, 60),
         model=clip(ctx.model, 300), model_arch=clip(ctx.model_arch, 120),
         gpu_name=clip(ctx.gpu.name, 120), gpu_count=ctx.gpu.count, tp=ctx.parallel.tp,
@@ -215,7 +219,7 @@ def _reanalyze(session: Any, incident_id: int, pinned: set[int], seen: set[int],
     incident of the run moved here (`seen`) is counted once."""
     items: list[Reanalyzed] = []
     for row in regrouping.stored_occurrences(session, incident_id):
-        analysis, features = reanalyze_row(row)
+        analysis, features, log = reanalyze_row(row)
         key = identity_key(analysis, features)
         if row.id not in seen:
             report.occurrences += 1
@@ -223,7 +227,7 @@ def _reanalyze(session: Any, incident_id: int, pinned: set[int], seen: set[int],
             report.changed += analysis.fingerprint.hash != row.fingerprint_hash
             report.unidentified += key is None
         if write:
-            values = occurrence_values(analysis)
+            values = occurrence_values(analysis, log)
             if any(getattr(row, name) != value for name, value in values.items()):
                 regrouping.update_occurrence(session, row.id, values)
                 report.rewritten += 1

@@ -50,7 +50,8 @@ def build_with_older_rules(db):
         again = upload(client, vllm_log(seed=4)).json()
     assert again["incident"]["id"] == oom
     with db.write() as session:
-        session.execute(text("UPDATE occurrences SET fingerprint_hash = 'v3-' || id, ruleset = 'v3-old'"))
+        session.execute(text("UPDATE occurrences SET fingerprint_hash = 'v3-' || id, ruleset = 'v3-old', "
+                             "search_text = NULL"))  # stored before the log search, too
         session.execute(text("UPDATE incident_fingerprints SET route_key = 'v3-' || id, hash = 'v3-' || id"))
         session.execute(text("UPDATE occurrences SET incident_id = :to WHERE incident_id = :from"),
                         {"to": oom, "from": nccl})
@@ -101,6 +102,11 @@ def test_apply_regroups_as_the_dry_run_predicted_and_a_second_run_changes_nothin
         assert f"re-analysis ({ruleset()}) moved 1 occurrence(s) of" in page
         assert upload(client, vllm_log(**NCCL, seed=9)).json()["incident"]["id"] == nccl
         assert upload(client, vllm_log(seed=7)).json()["incident"]["id"] == oom
+        # the log search's excerpts are rewritten with the analysis: the moved log is found
+        found = client.get("/incidents", params={"q": "ProcessGroupNCCL.cpp", "sort": "relevance"}).json()
+        assert nccl in [i["id"] for i in found["items"]]
+    with db.read() as session:
+        assert session.execute(text("SELECT count(*) FROM occurrences WHERE search_text IS NULL")).scalar() == 0
 
     settled = snapshot(db)
     again = apply(db)
