@@ -13,7 +13,7 @@ COMMANDS = {
     "eval": "kb.commands.evaluate:evaluate",
     "serve": "kb.web.commands:serve",
     "db": "kb.db.commands:db",
-    "seed": "kb.db.commands:seed",
+    "seed": "kb.commands.seed:seed",
     "export": "kb.commands.packs:export",
     "import": "kb.commands.packs:import_",
     "reanalyze": "kb.commands.reanalyze:reanalyze",

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from kb.db.commands import _fail, _settings, database_option
+from kb.db.commands import database_option, fail, settings_for
 
 
 def _ids(value: str | None) -> list[int] | None:
@@ -34,7 +34,7 @@ def export(out_dir: Path, incident_ids: str | None, database_url: str | None) ->
     from kb.services.errors import ServiceError
     from kb.services.packs import export_pack, write_pack
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     database = Database(settings.database_url, pool_size=2)
     try:
         migrate.upgrade(database.engine)
@@ -42,7 +42,7 @@ def export(out_dir: Path, incident_ids: str | None, database_url: str | None) ->
     except ServiceError as exc:
         raise click.UsageError(exc.detail) from None
     except SQLAlchemyError as exc:
-        _fail("export from", settings.database_url, exc)
+        fail("export from", settings.database_url, exc)
         return
     finally:
         database.dispose()
@@ -64,7 +64,7 @@ def import_(path: Path, overwrite: bool, database_url: str | None) -> None:
     from kb.services.errors import ServiceError
     from kb.services.packs import import_pack, read_folder
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     database = Database(settings.database_url, pool_size=2)
     try:
         files = read_folder(path)
@@ -74,7 +74,7 @@ def import_(path: Path, overwrite: bool, database_url: str | None) -> None:
         click.echo(f"kb import: {exc.detail}", err=True)
         sys.exit(2)
     except SQLAlchemyError as exc:
-        _fail("import into", settings.database_url, exc)
+        fail("import into", settings.database_url, exc)
         return
     finally:
         database.dispose()

@@ -1,38 +1,40 @@
-"""`kb reanalyze --dry-run`: what the installed analyzer would regroup in a stored KB."""
+"""`kb reanalyze [--dry-run]`: regroup a stored KB by the installed analyzer's rules
+(kb.services.reanalysis), or only say what would change."""
 
 from __future__ import annotations
 
+import sys
+
 import click
+
+from kb.db.commands import database_option, fail, settings_for
 
 
 @click.command()
-@click.option("--database-url", default=None, help="SQLAlchemy URL (KB_DATABASE_URL; default: the embedded SQLite).")
+@database_option
 @click.option("--dry-run", is_flag=True, help="Report what would move, split or join; change nothing.")
 @click.option("--shown", type=click.IntRange(min=0), default=10, show_default=True, help="Examples per kind.")
 def reanalyze(database_url: str | None, dry_run: bool, shown: int) -> None:
-    """Analyze every stored log again with the installed rules and report how the
-    incidents would regroup: occurrences whose fingerprint changes or that would move,
-    incidents that would split or join."""
+    """Analyze every stored log again with the installed rules and regroup the incidents
+    the way an upload would group those logs today: occurrences move to the incident
+    their identity routes to (or to a new one), one transaction per incident; what a
+    person merged stays merged. With --dry-run, only report what would change. Exit 1
+    when an incident could not be re-analyzed (it is left untouched)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kb.config import Settings
     from kb.db.session import Database
-    from kb.services.reanalysis import plan
+    from kb.services.reanalysis import apply, plan
 
-    if not dry_run:
-        raise click.UsageError("only --dry-run exists yet: applying a regrouping is curated by hand "
-                               "(merge, unmerge) from its report")
-    try:
-        settings = Settings.from_env(database_url=database_url)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    settings = settings_for(database_url)
     db = Database(settings.database_url, pool_size=1)
     try:
-        report = plan(db)
+        report = (plan if dry_run else apply)(db, settings.match_candidates)
     except SQLAlchemyError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise click.ClickException(f"cannot read {db!r}: {first}") from None
+        fail("re-analyze", settings.database_url, exc)
+        return
     finally:
         db.dispose()
     for line in report.lines(shown):
         click.echo(line)
+    if report.failures:
+        sys.exit(1)

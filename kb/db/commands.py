@@ -1,11 +1,11 @@
-"""`kb db upgrade|downgrade|current` and `kb seed`."""
+"""`kb db upgrade|downgrade|current`, and the option and error handling every command
+that opens the database shares (`kb seed`, `kb reanalyze` in kb.commands)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import click
 from sqlalchemy.engine import Engine
@@ -18,22 +18,22 @@ database_option = click.option(
     help="SQLAlchemy URL (default: KB_DATABASE_URL, else the embedded SQLite file).")
 
 
-def _settings(database_url: str | None) -> Settings:
+def settings_for(database_url: str | None) -> Settings:
     try:
         return Settings.from_env(database_url=database_url)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _fail(action: str, url: str, exc: Exception) -> None:
+def fail(action: str, url: str, exc: Exception) -> None:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    click.echo(f"kb: cannot {action} {_safe_url(url)}: {first}", err=True)
+    click.echo(f"kb: cannot {action} {safe_url(url)}: {first}", err=True)
     sys.exit(1)
 
 
@@ -43,12 +43,12 @@ def _engine(database_url: str | None, action: str) -> Iterator[Engine]:
     one-line message and exit 1, and the engine is always disposed."""
     from kb.db.session import make_engine
 
-    settings = _settings(database_url)
+    settings = settings_for(database_url)
     engine = make_engine(settings.database_url, pool_size=1)
     try:
         yield engine
     except SQLAlchemyError as exc:
-        _fail(action, settings.database_url, exc)
+        fail(action, settings.database_url, exc)
     finally:
         engine.dispose()
 
@@ -79,7 +79,7 @@ def downgrade(revision: str, database_url: str | None, yes: bool) -> None:
     from kb.db import migrate
 
     if revision == "base" and not yes and sys.stdin.isatty():
-        click.confirm(f"drop every table of {_safe_url(_settings(database_url).database_url)}?", abort=True)
+        click.confirm(f"drop every table of {safe_url(settings_for(database_url).database_url)}?", abort=True)
     with _engine(database_url, "migrate") as engine:
         migrate.downgrade(engine, revision)
         click.echo(f"database at revision {migrate.current_revision(engine) or 'base'}")
@@ -94,35 +94,3 @@ def current(database_url: str | None) -> None:
     with _engine(database_url, "read") as engine:
         click.echo(f"current: {migrate.current_revision(engine) or 'base'}")
         click.echo(f"head:    {migrate.head_revision()}")
-
-
-@click.command()
-@click.option("--path", "seeds_dir", type=click.Path(path_type=Path, file_okay=False),
-              default=None, help="Seeds folder (default: KB_SEEDS_DIR, else the repo's seeds/).")
-@database_option
-@click.option("--no-migrate", is_flag=True, help="Do not upgrade the schema first.")
-def seed(seeds_dir: Path | None, database_url: str | None, no_migrate: bool) -> None:
-    """Load the seed knowledge base (idempotent: upsert by slug)."""
-    from kb.db import migrate
-    from kb.db.session import Database
-    from kb.services.seeding import seed_database
-
-    settings = _settings(database_url)
-    root = seeds_dir or settings.seeds_dir
-    database = Database(settings.database_url, pool_size=2)
-    try:
-        if not no_migrate:
-            migrate.upgrade(database.engine)
-        report = seed_database(database, root)
-    except SQLAlchemyError as exc:
-        _fail("seed", settings.database_url, exc)
-        return
-    finally:
-        database.dispose()
-    for line in report.warnings:
-        click.echo(f"warning: {line}", err=True)
-    for line in report.errors:
-        click.echo(f"error: {line}", err=True)
-    click.echo(f"{root}: {report.summary()}")
-    if report.errors:
-        sys.exit(1)

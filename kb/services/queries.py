@@ -193,7 +193,10 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         similar=similar_incidents(repo, incident.id, fingerprints, candidate_limit),
         recommendation=recommendation,
         analysis=repo.latest_analysis(incident.id),
-        merges=[MergeView(m.id, m.source_id, m.target_id, m.created_at, m.undone_at)
+        merges=[MergeView(m.id, m.source_id, m.target_id, m.created_at, m.undone_at,
+                          by=(m.source_state or {}).get("by", "person"),
+                          ruleset=(m.source_state or {}).get("ruleset"),
+                          occurrences=len((m.moved or {}).get("occurrences") or []))
                 for m in repo.merges_of(incident.id)],
         breakdown=_breakdown(repo, incident.id),
         edited_at=incident.edited_at,

@@ -222,13 +222,17 @@ class FingerprintView:
 
 @dataclass(slots=True)
 class MergeView:
-    """A merge a person made (and, when `undone_at` is set, undid)."""
+    """A merge a person made (and, when `undone_at` is set, undid), or occurrences `kb
+    reanalyze` moved (`by` "reanalysis": the installed rules' doing, `ruleset` theirs)."""
 
     id: int
     source_id: int
     target_id: int
     created_at: datetime
     undone_at: datetime | None = None
+    by: str = "person"
+    ruleset: str | None = None
+    occurrences: int = 0  # how many occurrences it moved
 
 
 @dataclass(slots=True)

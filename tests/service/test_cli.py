@@ -1,5 +1,5 @@
-"""`kb db upgrade|downgrade|current` and `kb seed` as a user runs them, on SQLite and
-Postgres."""
+"""`kb db upgrade|downgrade|current` (kb.db.commands) and `kb seed` (kb.commands.seed) as
+a user runs them, on SQLite and Postgres."""
 
 from __future__ import annotations
 
