@@ -206,16 +206,28 @@ def migrated_db(empty_db_url: str) -> Iterator[object]:
 
 
 def clear_tables(database: object) -> None:
-    from sqlalchemy import text
+    """Empty every table. A previous test's service may still be finishing a write in a
+    worker thread (a webhook delivery recording its attempt) while this runs; Postgres
+    breaks such a deadlock by failing one side, and clearing again then succeeds."""
+    import time
+
+    from sqlalchemy import exc, text
 
     from kb.db.models import TABLES
 
-    with database.engine.begin() as conn:  # type: ignore[attr-defined]
-        if conn.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
-        else:
-            for table in TABLES:
-                conn.execute(text(f"DELETE FROM {table}"))
+    for attempt in range(5):
+        try:
+            with database.engine.begin() as conn:  # type: ignore[attr-defined]
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+                else:
+                    for table in TABLES:
+                        conn.execute(text(f"DELETE FROM {table}"))
+            return
+        except exc.OperationalError as error:
+            if "deadlock" not in str(error).lower() or attempt == 4:
+                raise
+            time.sleep(0.2)
 
 
 @pytest.fixture
