@@ -131,13 +131,18 @@ _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))
 # Timeout(ms)=<n>)`. Its type names what was running; its fields (which releases add and
 # drop, and which collective of which size stalled) are this run's, not the error's.
 _RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+\)")
+# An aside that reports the values behind the error: "the derived max_model_len
+# (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
+# which config key held the number; the statement around it is the error.
+_VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
 
 
 def comparable(template: str) -> str:
     """The part of a message template that identifies the error, for comparing two of them
     (the hash keeps the template as it is): without leading locator tags, with a printed
-    record's fields left out, with a sentence repeated for each process or rank kept once."""
-    view = _RECORD_FIELDS.sub(r"\1(...)", _LOCATOR_TAG.sub("", template))
+    record's fields and asides that report values left out, with a sentence repeated for
+    each process or rank kept once."""
+    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _LOCATOR_TAG.sub("", template)))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 
 

@@ -135,12 +135,13 @@ def test_a_leading_locator_tag_and_repeated_per_process_sentences_do_not_tell_cr
 
 
 def test_the_same_statement_with_reworded_advice_is_known():
-    """One error, two releases' advice after it: the statement decides."""
+    """One error, two releases' advice after it: the statement decides (and an aside that
+    reports which config key held the number is not the error)."""
     a = _crash("ValueError", "User-specified max_model_len (65536) is greater than the derived max_model_len "
                "(max_position_embeddings=32768 or model_max_length=None in model's config.json). To allow "
                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", phase="config")
     b = _crash("ValueError", "User-specified max_model_len (40960) is greater than the derived max_model_len "
-               "(max_position_embeddings=32768 or model_max_length=None in model's config.json). This may lead "
+               "(seq_length=32768 or model_max_length=None in model's config.json). This may lead "
                "to incorrect model outputs or CUDA errors. Make sure the value is correct and within the model "
                "context size.", phase="config")
     assert score(a, b, WEIGHTS).status == "known"
