@@ -155,11 +155,22 @@ _SURFACES_AS = (
 )
 
 
+# Errors a library re-typed between releases, raised from the same place with the same
+# text: torch's RuntimeError became DistBackendError, DistNetworkError (2.2), OutOfMemoryError
+# (2.1) and AcceleratorError (2.8), each a subclass of it. A subclass and its old base are
+# one type here; two subclasses of one base are not.
+_RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "RuntimeError",
+                 "DistStoreError": "RuntimeError", "OutOfMemoryError": "RuntimeError",
+                 "AcceleratorError": "RuntimeError"}
+
+
 def exception_similarity(a: str, b: str) -> float:
-    """100 for one type (a moved module or namespace is the same type; a native error's
-    kind is the Python exception that surfaces it), else 0."""
+    """100 for one type (a moved module or namespace is the same type, so is a type a
+    library split off its old base; a native error's kind is the Python exception that
+    surfaces it), else 0."""
     a, b = canonical_exception(a), canonical_exception(b)
-    if a and (a == b or any(a in kinds and b in kinds for kinds in _SURFACES_AS)):
+    if a and (a == b or _RETYPED_FROM.get(a) == b or _RETYPED_FROM.get(b) == a
+              or any(a in kinds and b in kinds for kinds in _SURFACES_AS)):
         return 100.0
     return 0.0
 

@@ -183,3 +183,15 @@ def test_a_generic_message_raised_from_other_code_is_not_known():
     assert score(heads, experts, WEIGHTS).status != "known"
     assert score(heads, dataclasses.replace(heads, message_template="<n> is not divisible by <n>"),
                  WEIGHTS).status == "known"
+
+
+def test_an_error_a_library_retyped_to_a_subclass_is_the_same_type():
+    """torch 2.2 raises DistNetworkError where 2.1 raised RuntimeError, with the same text;
+    two different subclasses of RuntimeError stay two types."""
+    text = "The server socket has failed to listen on any local network address. The server socket has " \
+           "failed to bind to [::]:29500 (errno: 98 - Address already in use)."
+    old = _crash("RuntimeError", text, engine="pytorch")
+    new = _crash("torch.distributed.DistNetworkError", text, engine="pytorch")
+    assert score(old, new, WEIGHTS).status == "known"
+    assert score(new, dataclasses.replace(new, exception="torch.distributed.DistStoreError"),
+                 WEIGHTS).status != "known"
