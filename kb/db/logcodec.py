@@ -34,7 +34,9 @@ def decompress_log(blob: bytes) -> bytes:
     """The log text of a stored blob, zstd or gzip (older rows)."""
     blob = bytes(blob)
     if blob.startswith(ZSTD_MAGIC):
-        return zstandard.ZstdDecompressor().decompress(blob)
+        # decompressobj: a log compressed as it streamed in (kb.services.streamupload)
+        # has no content size in its frame header, which decompress() needs
+        return zstandard.ZstdDecompressor().decompressobj().decompress(blob)
     if blob.startswith(GZIP_MAGIC):
         return gzip.decompress(blob)
     raise ValueError("stored log is neither zstd nor gzip")

@@ -202,9 +202,19 @@ def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
                    idempotency_key: str | None = None) -> PreparedUpload:
     data = prepare_log(data, max_bytes)
     analyzed, stored, redactions = analyze_for_storage(data)
+    return prepared_upload(analyzed, overrides, log_compressed=compress_log(stored),
+                           log_bytes=len(stored), redactions=redactions,
+                           idempotency_key=idempotency_key)
+
+
+def prepared_upload(analyzed: Analysis, overrides: Overrides, *, log_compressed: bytes,
+                    log_bytes: int, redactions: int, idempotency_key: str | None = None
+                    ) -> PreparedUpload:
+    """An upload ready to store from its analysis and its redacted, compressed log (made
+    whole by prepare_upload, or as the body streamed in: kb.services.streamupload)."""
     analysis, features = with_overrides(analyzed, overrides)
     occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_dict(analysis),
-                                    log_compressed=compress_log(stored), log_bytes=len(stored),
+                                    log_compressed=log_compressed, log_bytes=log_bytes,
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
     return PreparedUpload(analysis, features, occurrence)

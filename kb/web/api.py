@@ -21,7 +21,7 @@ from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
+from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, RequestBody, Schema
 from litestar.params import JSONBody, PathParameter, QueryParameter
 from litestar.response import Redirect
 
@@ -47,14 +47,19 @@ from kb.services.views import (
     UploadResult,
 )
 from kb.services.errors import Unavailable
+from kb.services.streamupload import StreamedLog
+from kb.web.answerforms import NegotiatedOperation
 from kb.web.budget import ByteBudget, Reservation
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import ANALYSIS_ROOM, INFLATE_ROOM, read_upload
 
 T = TypeVar("T")
 # A stored row's id in a path: what the databases' 64-bit keys can hold, so a larger
-# number is a 400 from validation, not an error from the database.
-StoredId = Q[int, PathParameter(ge=1, le=2**63 - 1)]
+# number is a 400 from validation, not an error from the database. The OpenAPI document
+# states the bounds as integers (Litestar would write a float, and 2**63 - 1 as a double
+# reads as 2**63: clients would take 2**63 + 1 for a valid id).
+MAX_ID = 2**63 - 1
+StoredId = Q[int, PathParameter(ge=1, le=MAX_ID, schema_extra={"minimum": 1, "maximum": MAX_ID})]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_DOC = (
     " Send a header `Idempotency-Key: <unique string>` (at most 200 printable ASCII "
@@ -96,13 +101,17 @@ def budget_of(state: State) -> ByteBudget:
     return state.budget  # type: ignore[no-any-return]
 
 
-async def upload_answer(request: Request, state: State, data: bytes, overrides: ingest.Overrides,
-                        *, store: bool, held: Reservation, idempotency_key: str | None = None
-                        ) -> UploadResult:
+async def upload_answer(request: Request, state: State, data: bytes | StreamedLog,
+                        overrides: ingest.Overrides, *, store: bool, held: Reservation,
+                        idempotency_key: str | None = None) -> UploadResult:
     """The pipeline of an upload for the API and the UI: the analysis unbounded, each
     database step under the deadline, the memory of the analysis taken from the budget
-    (a gzip body may inflate to the upload limit)."""
+    (a gzip body may inflate to the upload limit). A log analyzed as it streamed in
+    (`StreamedLog`) goes straight to matching and storing."""
     settings, db, base = settings_of(state), db_of(state), base_url(request)
+    if isinstance(data, StreamedLog):
+        return await _streamed_answer(request, state, data, overrides, store=store,
+                                      idempotency_key=idempotency_key)
     gzip = data[:2] == GZIP_MAGIC
     await held.take(INFLATE_ROOM * settings.max_upload_bytes if gzip else ANALYSIS_ROOM * len(data))
     if not store:
@@ -118,6 +127,27 @@ async def upload_answer(request: Request, state: State, data: bytes, overrides: 
     prepared = await compute_in_thread(state, ingest.prepare_upload, data, overrides,
                                        max_bytes=settings.max_upload_bytes,
                                        idempotency_key=idempotency_key)
+    return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
+                           candidate_limit=settings.match_candidates)
+
+
+async def _streamed_answer(request: Request, state: State, streamed: StreamedLog,
+                           overrides: ingest.Overrides, *, store: bool,
+                           idempotency_key: str | None) -> UploadResult:
+    settings, db, base = settings_of(state), db_of(state), base_url(request)
+    if not store or streamed.log_compressed is None:
+        analysis, features = ingest.with_overrides(streamed.analysis, overrides)
+        return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
+                               candidate_limit=settings.match_candidates)
+    if idempotency_key:
+        replayed = await in_thread(state, ingest.replayed_upload, db, idempotency_key, base_url=base,
+                                   candidate_limit=settings.match_candidates)
+        if replayed is not None:
+            return replayed
+    prepared = ingest.prepared_upload(streamed.analysis, overrides,
+                                      log_compressed=streamed.log_compressed,
+                                      log_bytes=streamed.log_bytes, redactions=streamed.redactions,
+                                      idempotency_key=idempotency_key)
     return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
                            candidate_limit=settings.match_candidates)
 
@@ -236,11 +266,12 @@ UPLOAD_DOC = (
 
 
 @dataclass
-class UploadOperation(Operation):
+class UploadOperation(NegotiatedOperation):
     """OpenAPI for the upload routes: the body is read by hand (streamed, size-checked),
     so describe it here."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         fields = {name: Schema(type=OpenAPIType.STRING) for name in ingest.OVERRIDE_FIELDS}
         for name, (low, high) in ingest.INTEGER_OVERRIDES.items():
             fields[name] = Schema(type=OpenAPIType.INTEGER, minimum=low, maximum=high)
@@ -256,9 +287,10 @@ class UploadOperation(Operation):
         })
 
 
-async def _upload_input(request: Request, held: Reservation) -> tuple[bytes, ingest.Overrides]:
+async def _upload_input(request: Request, held: Reservation,
+                        store: bool) -> tuple[bytes | StreamedLog, ingest.Overrides]:
     settings = settings_of(request.app.state)
-    data, fields = await read_upload(request, settings.max_upload_bytes, held)
+    data, fields = await read_upload(request, settings.max_upload_bytes, held, store=store)
     values: dict[str, Any] = {k: v for k, v in request.query_params.items()
                               if k in ingest.OVERRIDE_FIELDS}
     values.update(fields)
@@ -275,7 +307,7 @@ async def upload_incident(request: Request, state: State,
                           format: Format = None) -> Response[UploadResult]:
     key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     async with budget_of(state).reservation() as held:
-        data, overrides = await _upload_input(request, held)
+        data, overrides = await _upload_input(request, held, store=True)
         result = await upload_answer(request, state, data, overrides, store=True, held=held,
                                      idempotency_key=key)
     page = f"/ui/incidents/{result.incident.id}" if result.incident else None
@@ -289,12 +321,13 @@ async def upload_incident(request: Request, state: State,
 async def analyze_log(request: Request, state: State,
                       format: Format = None) -> Response[UploadResult]:
     async with budget_of(state).reservation() as held:
-        data, overrides = await _upload_input(request, held)
+        data, overrides = await _upload_input(request, held, store=False)
         result = await upload_answer(request, state, data, overrides, store=False, held=held)
     return negotiated(request, format, result, textreport.upload_report)
 
 
-@get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors())
+@get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors(),
+     operation_class=NegotiatedOperation)
 async def list_incidents(
     request: Request, state: State,
     q: Q[str | None, QueryParameter(description="text in title, signature, summary, notes")] = None,
@@ -324,7 +357,7 @@ async def list_incidents(
     return negotiated(request, format, listing, textreport.list_report, page=page_url)
 
 
-@get("/incidents/{incident_id:int}", tags=["incidents"],
+@get("/incidents/{incident_id:int}", tags=["incidents"], operation_class=NegotiatedOperation,
      summary="One incident with its occurrences, fixes and similar incidents", responses=errors(404))
 async def get_incident(request: Request, state: State, incident_id: StoredId,
                        format: Format = None) -> Response[IncidentDetail]:

@@ -21,6 +21,7 @@ from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api, apidocs
+from kb.web.allowheader import complete_allow_header
 from kb.web.budget import ByteBudget
 from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
 from kb.web.negotiate import FORMATS, VARY, answer_format
@@ -143,7 +144,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     return Litestar(
         route_handlers=[*api.ROUTES, *apidocs.ROUTES, *_optional_routes("kb.web.pages")],
         guards=[refuse_other_sites],
-        before_send=[security_headers],
+        before_send=[security_headers, complete_allow_header],
         state=State({"settings": settings, "db": db, "owns_db": owns_db,
                      "allowed_host_names": allowed_host_names(settings)}),
         on_startup=[on_startup],
