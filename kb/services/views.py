@@ -298,17 +298,20 @@ class Overrides:
 OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
 
 
+# A title of an incident or a fix: not blank (the schema says so; the services check it too)
+Title = Annotated[str, msgspec.Meta(pattern=r"\S")]
+
 
 @dataclass(slots=True)
 class IncidentPatch:
-    title: str | None = None
+    title: Title | None = None
     notes: str | None = None
     tags: list[str] | None = None
 
 
 @dataclass(slots=True)
 class NewFix:
-    title: str
+    title: Title
     kind: FixKind
     description: str | None = None
     change: dict[str, Any] = field(default_factory=dict)
@@ -320,7 +323,7 @@ class NewFix:
 class FixPatch:
     """PATCH /fixes/{id}: the fields given are changed, the others kept."""
 
-    title: str | None = None
+    title: Title | None = None
     kind: FixKind | None = None
     description: str | None = None
     change: dict[str, Any] | None = None

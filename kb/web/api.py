@@ -46,10 +46,11 @@ from kb.services.views import (
     OutcomeView,
     UploadResult,
 )
-from kb.services.errors import Unavailable
+from kb.services.errors import InvalidInput, Unavailable
 from kb.services.streamupload import StreamedLog
 from kb.web.answerforms import NegotiatedOperation
 from kb.web.budget import ByteBudget, Reservation
+from kb.web.strictbody import strict
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import ANALYSIS_ROOM, INFLATE_ROOM, read_upload
 
@@ -347,6 +348,9 @@ async def list_incidents(
     per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
     format: Format = None,
 ) -> Response[IncidentList]:
+    for name, value, allowed in (("phase", phase, PHASES), ("path", path, PATHS)):
+        if value is not None and value not in allowed:
+            raise InvalidInput(f"{name} must be one of {', '.join(allowed)}")
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
                       per_page=per_page)
@@ -372,27 +376,34 @@ async def get_incident(request: Request, state: State, incident_id: StoredId,
        summary="Edit an incident's title, notes or tags", responses=errors(*WRITE_ERRORS, 404))
 async def patch_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[IncidentPatch]) -> IncidentDetail:
+    data = await strict(request, data)
     return await in_thread(state, curate.patch_incident, db_of(state), incident_id, data,
                            base_url=base_url(request))
 
 
 @post("/incidents/{incident_id:int}/fixes", guards=[require_token], status_code=201,
       tags=["curation"], summary="Add a fix to an incident", responses=errors(*WRITE_ERRORS, 404))
-async def add_fix(state: State, incident_id: StoredId, data: JSONBody[NewFix]) -> FixView:
+async def add_fix(request: Request, state: State, incident_id: StoredId,
+                  data: JSONBody[NewFix]) -> FixView:
+    data = await strict(request, data)
     return await in_thread(state, curate.add_fix, db_of(state), incident_id, data)
 
 
 @patch("/fixes/{fix_id:int}", guards=[require_token], tags=["curation"],
        summary="Edit a fix's title, kind, description, change or applies_to",
        responses=errors(*WRITE_ERRORS, 404))
-async def edit_fix(state: State, fix_id: StoredId, data: JSONBody[FixPatch]) -> FixView:
+async def edit_fix(request: Request, state: State, fix_id: StoredId,
+                   data: JSONBody[FixPatch]) -> FixView:
+    data = await strict(request, data)
     return await in_thread(state, curate.edit_fix, db_of(state), fix_id, data)
 
 
 @post("/fixes/{fix_id:int}/outcomes", guards=[require_token], status_code=201,
       tags=["curation"], summary="Report whether a fix worked, and where",
       responses=errors(*WRITE_ERRORS, 404))
-async def add_outcome(state: State, fix_id: StoredId, data: JSONBody[NewOutcome]) -> OutcomeView:
+async def add_outcome(request: Request, state: State, fix_id: StoredId,
+                      data: JSONBody[NewOutcome]) -> OutcomeView:
+    data = await strict(request, data)
     return await in_thread(state, curate.add_outcome, db_of(state), fix_id, data)
 
 
@@ -401,6 +412,7 @@ async def add_outcome(state: State, fix_id: StoredId, data: JSONBody[NewOutcome]
       responses=errors(*WRITE_ERRORS, 404, 409))
 async def merge_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[MergeRequest]) -> IncidentDetail:
+    data = await strict(request, data)
     return await in_thread(state, curate.merge_incident, db_of(state), incident_id, data,
                            base_url=base_url(request))
 
