@@ -22,7 +22,7 @@ from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api, apidocs
 from kb.web.allowheader import complete_allow_header
-from kb.web.budget import ByteBudget
+from kb.web.budget import ByteBudget, map_large_buffers
 from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
 from kb.web.negotiate import FORMATS, VARY, answer_format
 from kb.web.supervision import die_with_parent
@@ -135,6 +135,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     async def on_startup(app: Litestar) -> None:
         app.state.limiter = anyio.CapacityLimiter(settings.threads)
         app.state.budget = ByteBudget(settings.max_inflight_mb * 1024 * 1024, settings.upload_queue_seconds)
+        map_large_buffers()
         die_with_parent()
 
     async def on_shutdown(app: Litestar) -> None:

@@ -28,6 +28,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_HEADER_TIMEOUT = 10.0
+GRACE = 0.5  # seconds past the timeout, once: see _headers_timed_out
 
 
 class HeadersTooLarge(Exception):
@@ -55,6 +56,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._completed_in_read = False
         self._refused = False
+        self._grace_given = False
 
     # The time bound
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -83,6 +85,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # the wait is ours, not the client's.
             self._arm_header_timer()
             return
+        if not self._grace_given:
+            # uvloop runs due timers before it reads the sockets: on a loop that was
+            # busy for seconds, headers that did arrive in time may still be unread.
+            # One short grace lets them be read before the client is blamed.
+            self._grace_given = True
+            self._header_timer = self.loop.call_later(GRACE, self._headers_timed_out)
+            return
         self._refuse(408, f"the request headers did not arrive within {self.header_timeout:g} s "
                           "(KB_HEADER_TIMEOUT)")
 
@@ -107,6 +116,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._awaiting_headers = False
+        self._grace_given = False
         self._cancel_header_timer()
         # Headers that completed within one read were not counted while they arrived.
         size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
