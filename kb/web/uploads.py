@@ -19,11 +19,11 @@ from kb.web.logbody import READ_ROOM, STREAM_AFTER, STREAM_ROOM, LogBody
 
 MULTIPART_SLACK = 256 * 1024  # boundaries, headers and the override fields
 MAX_PARTS = 64
-# Memory a body takes while it is read, per byte (kb.web.budget): READ_ROOM (the growing
-# buffer's spare room and the one copy made of it at the end, bench/bench_upload_memory.py;
-# with the streaming constants in kb.web.logbody), and while it is analyzed, beyond the body: the prepared text and its redacted copy
-# (one 100 MB upload measures +200 MB, body included). A gzip body reserves more once it
-# shows its magic (kb.web.api.upload_answer): it may inflate to the upload limit.
+# Memory a body takes while it is read, per byte (kb.web.budget): READ_ROOM, kept with
+# the streaming constants in kb.web.logbody. While it is analyzed, beyond the body: the
+# prepared text and its redacted copy (one 100 MB upload measures +200 MB, body included).
+# A gzip body kept whole (the UI's form) reserves more once it shows its magic
+# (kb.web.api.upload_answer): it may inflate to the upload limit.
 ANALYSIS_ROOM = 1
 INFLATE_ROOM = 2  # per byte of the upload limit: an inflating output and its one copy
 RAW_TYPES = {"text/plain", "text/x-log", "application/gzip", "application/x-gzip",
