@@ -56,3 +56,13 @@ def test_listing_enums_are_checked(db):
             assert answer.status_code == 400, query
             assert "must be one of" in answer.json()["detail"]
         assert client.get("/incidents?phase=startup&path=patch").status_code == 200
+
+
+def test_upload_overrides_are_checked_though_every_form_value_is_text(db):
+    with api_client(db) as client:
+        for fields, message in (({"tp": "four"}, "tp must be an integer"),
+                                ({"gpu_count": "-1"}, "gpu_count is out of range"),
+                                ({"failure": "null"}, "failure must be one of")):
+            answer = upload(client, vllm_log(), **fields)
+            assert answer.status_code == 400 and message in answer.json()["detail"], fields
+        assert client.get("/incidents").json()["total"] == 0
