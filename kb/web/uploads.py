@@ -142,12 +142,12 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
 
 
 async def read_form(request: Request, limit: int, wanted: frozenset[str], file_field: str,
-                    long_fields: frozenset[str] = frozenset(), held: Reservation | None = None
-                    ) -> tuple[bytes | None, dict[str, str]]:
+                    long_fields: frozenset[str] = frozenset(), held: Reservation | None = None,
+                    body: LogBody | None = None) -> tuple[bytes | StreamedLog | None, dict[str, str]]:
     """A page's multipart form, read with the same limits as an API upload (a chunked
     body has no Content-Length to refuse early: the limit holds while it streams): the
-    file of `file_field` and the `wanted` fields; a pasted log is a wanted field that may
-    be as long as the limit."""
+    file of `file_field` (into `body` when given) and the `wanted` fields; a pasted log
+    is a wanted field that may be as long as the limit."""
     content_type, options = _content_type(request)
     await _admit(request, limit + MULTIPART_SLACK, held)
     if content_type == "application/x-www-form-urlencoded":  # a form without a file input
@@ -156,7 +156,8 @@ async def read_form(request: Request, limit: int, wanted: frozenset[str], file_f
         return None, {k: v[0] for k, v in form.items() if k in wanted and v}
     if content_type != "multipart/form-data" or not options.get("boundary"):
         raise UnsupportedMediaType("the upload form posts multipart/form-data")
-    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields, held)
+    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields, held,
+                                 body)
 
 
 async def read_upload(request: Request, limit: int, held: Reservation | None = None,

@@ -140,3 +140,15 @@ def test_stream_errors_are_service_errors():
         with pytest.raises(error):
             stream.feed(data)
             stream.finish()
+
+
+def test_the_upload_page_streams_a_gzip_file_too(db, streams):
+    log = _big_crash_log()
+    with api_client(db) as client:
+        for mode, status in (("analyze", 200), ("store", 201)):
+            page = client.post("/ui/upload", files={"log": ("vllm.log.gz", gzip.compress(log))},
+                               data={"mode": mode})
+            assert page.status_code == status, page.text[:500]
+            assert "text/html" in page.headers["content-type"]
+        assert len(streams) == 2
+        assert client.get("/incidents", headers=JSON).json()["total"] == 1
