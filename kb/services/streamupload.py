@@ -22,6 +22,9 @@ from kb.db.logcodec import ZSTD_LEVEL
 from kb.services.errors import InvalidInput, NotText, TooLarge
 
 
+FEED_STEP = 1 << 20  # raw bytes checked, analyzed, redacted and compressed at a time
+
+
 @dataclass(slots=True)
 class StreamedLog:
     """What a streamed upload leaves: its analysis and, when it is to be stored, its
@@ -51,15 +54,18 @@ class UploadStream:
         self.compressed_size = 0
         self._stored = 0
 
-    def feed(self, data: bytes) -> None:
-        """Take the next raw bytes of the body. Raises the service errors that map to
-        400/413/422 as soon as the log shows it is refused."""
-        try:
-            pieces = self._text.feed(data)
-        except textlog.LogRejected as exc:
-            raise _service_error(exc) from None
-        for piece in pieces:
-            self._take(piece)
+    def feed(self, data: bytes | bytearray) -> None:
+        """Take the next raw bytes of the body, FEED_STEP at a time (each step's copies
+        are freed before the next). Raises the service errors that map to 400/413/422
+        as soon as the log shows it is refused."""
+        view = memoryview(data)
+        for start in range(0, len(view), FEED_STEP):
+            try:
+                pieces = self._text.feed(bytes(view[start:start + FEED_STEP]))
+            except textlog.LogRejected as exc:
+                raise _service_error(exc) from None
+            for piece in pieces:
+                self._take(piece)
 
     def finish(self) -> StreamedLog:
         try:

@@ -19,7 +19,7 @@ from kb.services.streamupload import StreamedLog, UploadStream
 from kb.web.budget import Reservation
 
 MIB = 1024 * 1024
-STREAM_AFTER = 8 * MIB  # a plain log up to this is analyzed whole
+STREAM_AFTER = 4 * MIB  # a plain log up to this is analyzed whole
 STREAM_BATCH = 1 * MIB  # raw bytes handed to a worker thread at once
 # What a streamed upload holds besides its compressed log: a batch and its inflated
 # pieces (textlog.INFLATE_STEP each), the sample before it is checked, the line the
@@ -40,7 +40,7 @@ class LogBody:
         self.may_stream = stream
         self.size = 0
         self._whole = bytearray()
-        self._batch: list[bytes] = []
+        self._batch: list[bytes | bytearray] = []
         self._batched = 0
         self._stream: UploadStream | None = None
         self._compressed_taken = 0
@@ -79,7 +79,7 @@ class LogBody:
         if self.held is not None:
             await self.held.take(STREAM_ROOM)
         self._stream = UploadStream(self.limit, store=self.store)
-        self._batch, self._batched = [bytes(self._whole)], len(self._whole)
+        self._batch, self._batched = [self._whole], len(self._whole)  # fed without a copy
         self._whole = bytearray()
         await self._feed()
 

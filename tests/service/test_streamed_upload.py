@@ -53,7 +53,7 @@ def test_a_streamed_upload_answers_and_stores_what_a_whole_one_does(db, streams)
     with api_client(db) as client:
         whole = client.post("/incidents", files={"log": ("vllm.log", log)}, headers=JSON)
         assert whole.status_code == 201 and not streams
-        with pytest.MonkeyPatch.context() as patch:  # logs over 64 KiB stream (not 8 MiB)
+        with pytest.MonkeyPatch.context() as patch:  # logs over 64 KiB stream (not 4 MiB)
             patch.setattr(logbody, "STREAM_AFTER", 64 * 1024)
             multipart = client.post("/incidents", files={"log": ("vllm.log", log)}, headers=JSON)
             raw_gzip = client.post("/incidents", content=gzip.compress(log),
