@@ -5,6 +5,7 @@ message everywhere. Pure: bytes in, text bytes out or a `LogRejected` saying why
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -157,8 +158,9 @@ class GunzipStream:
         self._between = b""  # after a member: what may start the next one
         self._done = False  # trailing garbage seen: the rest is ignored
 
-    def feed(self, data: bytes) -> list[bytes]:
-        out: list[bytes] = []
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The inflated pieces of `data`, made as they are asked for: a bomb's chunk is
+        never inflated whole before its first piece is looked at."""
         try:
             while data and not self._done:
                 if self._inflater is None:  # between members
@@ -177,15 +179,14 @@ class GunzipStream:
                     self.size += len(piece)
                     if self.size > self.max_bytes:
                         raise too_large(self.max_bytes, " once decompressed")
-                    if piece:
-                        out.append(piece)
                     data = inflater.unconsumed_tail
+                    if piece:
+                        yield piece
                 if inflater.eof:
                     data = inflater.unused_data
                     self._inflater = None
         except zlib.error as exc:
             raise NotTextLog(f"the log looks gzip-compressed but does not decompress: {exc}") from None
-        return out
 
     def finish(self) -> None:
         if self._inflater is not None:
@@ -211,7 +212,9 @@ class TextStream:
         self._decoder: Any = None  # UTF-16 to text, when the text starts with a BOM
         self._head: bytearray | None = bytearray()  # the sample, until checked
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The text of `data`, piece by piece as it is asked for (checked, inflated and
+        converted lazily: iterate it to the end before the next feed)."""
         self.raw_size += len(data)
         if self.raw_size > self.max_bytes:
             raise too_large(self.max_bytes)
@@ -220,12 +223,12 @@ class TextStream:
         if not self._started:
             self._start += data
             if len(self._start) < 2:
-                return []
+                return iter(())
             data, self._start, self._started = self._start, b"", True
             if data.startswith(GZIP_MAGIC):
                 self._gunzip = GunzipStream(self.max_bytes)
-        pieces = self._gunzip.feed(data) if self._gunzip is not None else [data]
-        return [out for piece in pieces if (out := self._text(piece))]
+        pieces = self._gunzip.feed(data) if self._gunzip is not None else (data,)
+        return (out for piece in pieces if (out := self._text(piece)))
 
     def finish(self) -> list[bytes]:
         out: list[bytes] = []

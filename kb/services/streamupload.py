@@ -59,13 +59,12 @@ class UploadStream:
         are freed before the next). Raises the service errors that map to 400/413/422
         as soon as the log shows it is refused."""
         view = memoryview(data)
-        for start in range(0, len(view), FEED_STEP):
-            try:
-                pieces = self._text.feed(bytes(view[start:start + FEED_STEP]))
-            except textlog.LogRejected as exc:
-                raise _service_error(exc) from None
-            for piece in pieces:
-                self._take(piece)
+        try:
+            for start in range(0, len(view), FEED_STEP):
+                for piece in self._text.feed(bytes(view[start:start + FEED_STEP])):
+                    self._take(piece)  # one inflated piece at a time
+        except textlog.LogRejected as exc:
+            raise _service_error(exc) from None
 
     def finish(self) -> StreamedLog:
         try:
