@@ -131,6 +131,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("upload_queue_seconds", "KB_UPLOAD_QUEUE_SECONDS", None, _positive_float,
             "Seconds an upload waits for room under KB_MAX_INFLIGHT_MB before it gets 503 "
             "with Retry-After."),
+    Setting("max_header_kb", "KB_MAX_HEADER_KB", None, _positive_int,
+            "KiB the request line and headers of one request may take; more gets 431 and "
+            "the connection is closed."),
+    Setting("header_timeout", "KB_HEADER_TIMEOUT", None, _positive_float,
+            "Seconds a client has to send a request's headers (from its connection or the "
+            "request's first byte); a slower one gets 408 and is disconnected. The body is "
+            "not counted."),
     Setting("api_tokens", "KB_API_TOKENS", None, _tokens,
             "Comma-separated bearer tokens. When set, every write (POST/PATCH except "
             "POST /analyze) needs `Authorization: Bearer <token>`.", secret=True),
@@ -188,6 +195,8 @@ class Settings:
     max_upload_mb: int = 256
     max_inflight_mb: int = 1024
     upload_queue_seconds: float = 30.0
+    max_header_kb: int = 64
+    header_timeout: float = 10.0
     api_tokens: tuple[str, ...] = ()
     protect_reads: bool = False
     public_url: str | None = None

@@ -5,6 +5,8 @@ message everywhere. Pure: bytes in, text bytes out or a `LogRejected` saying why
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
+from typing import Any
 
 GZIP_MAGIC = b"\x1f\x8b"
 MIB = 1024 * 1024
@@ -141,3 +143,135 @@ def check_head(head: bytes, *, complete: bool) -> None:
             raise EmptyLog("the log is empty" + (" once decompressed" if sample is not head else ""))
         return
     check_sample(sample)
+
+
+class GunzipStream:
+    """`gunzip` on a stream: a (possibly multi-member) gzip log inflated chunk by chunk,
+    at most INFLATE_STEP bytes at a time, refusing more than max_bytes of output, with
+    the same errors and the same leniency (NUL padding between members, trailing
+    garbage after the last one ignored)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._inflater: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._between = b""  # after a member: what may start the next one
+        self._done = False  # trailing garbage seen: the rest is ignored
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The inflated pieces of `data`, made as they are asked for: a bomb's chunk is
+        never inflated whole before its first piece is looked at."""
+        try:
+            while data and not self._done:
+                if self._inflater is None:  # between members
+                    data = (self._between + data).lstrip(b"\x00")
+                    self._between = b""
+                    if len(data) < 2:
+                        self._between = data
+                        break
+                    if not data.startswith(GZIP_MAGIC):
+                        self._done = True
+                        break
+                    self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                inflater = self._inflater
+                while data and not inflater.eof:
+                    piece = inflater.decompress(data, INFLATE_STEP)
+                    self.size += len(piece)
+                    if self.size > self.max_bytes:
+                        raise too_large(self.max_bytes, " once decompressed")
+                    data = inflater.unconsumed_tail
+                    if piece:
+                        yield piece
+                if inflater.eof:
+                    data = inflater.unused_data
+                    self._inflater = None
+        except zlib.error as exc:
+            raise NotTextLog(f"the log looks gzip-compressed but does not decompress: {exc}") from None
+
+    def finish(self) -> None:
+        if self._inflater is not None:
+            raise NotTextLog("the gzip stream is truncated")
+
+
+class TextStream:
+    """`prepare_log` on a stream: `feed` raw chunks of an upload, get back the text bytes
+    to analyze (gunzipped, UTF-16 turned into UTF-8, NUL bytes removed), refused with the
+    same reasons when empty, too large or not text. The first SAMPLE bytes are held until
+    they are checked; nothing else is kept, so memory is bounded by a chunk, not the log.
+    (A log both binary and too large may be refused as binary here, before the whole is
+    inflated.)"""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.raw_size = 0
+        self._start = b""  # the first raw bytes, until the gzip magic can be told
+        self._gunzip: GunzipStream | None = None
+        self._started = False
+        self._raw_blank = True
+        self._text_blank = True
+        self._decoder: Any = None  # UTF-16 to text, when the text starts with a BOM
+        self._head: bytearray | None = bytearray()  # the sample, until checked
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The text of `data`, piece by piece as it is asked for (checked, inflated and
+        converted lazily: iterate it to the end before the next feed)."""
+        self.raw_size += len(data)
+        if self.raw_size > self.max_bytes:
+            raise too_large(self.max_bytes)
+        if self._raw_blank and data and not data.isspace():
+            self._raw_blank = False
+        if not self._started:
+            self._start += data
+            if len(self._start) < 2:
+                return iter(())
+            data, self._start, self._started = self._start, b"", True
+            if data.startswith(GZIP_MAGIC):
+                self._gunzip = GunzipStream(self.max_bytes)
+        pieces = self._gunzip.feed(data) if self._gunzip is not None else (data,)
+        return (out for piece in pieces if (out := self._text(piece)))
+
+    def finish(self) -> list[bytes]:
+        out: list[bytes] = []
+        if not self._started and self._start:  # a one-byte log
+            data, self._start, self._started = self._start, b"", True
+            out.append(self._text(data))
+        if self._raw_blank:
+            raise EmptyLog("the log is empty")
+        if self._gunzip is not None:
+            self._gunzip.finish()
+            if self._text_blank:
+                raise EmptyLog("the log is empty once decompressed")
+        if self._decoder is not None:
+            out.append(self._converted(b"", final=True))
+        if self._head is not None:
+            out.append(self._checked())
+        return [piece for piece in out if piece]
+
+    def _text(self, piece: bytes) -> bytes:
+        if self._text_blank and piece and not piece.isspace():
+            self._text_blank = False
+        if self._head is not None and not self._head and self._decoder is None \
+                and piece.startswith((b"\xff\xfe", b"\xfe\xff")):
+            import codecs
+
+            self._decoder = codecs.getincrementaldecoder("utf-16")("strict")
+        if self._decoder is not None:
+            piece = self._converted(piece)
+        if self._head is not None:
+            self._head += piece
+            if len(self._head) < SAMPLE:
+                return b""
+            return self._checked()
+        return piece.replace(b"\x00", b"") if b"\x00" in piece else piece
+
+    def _converted(self, piece: bytes, final: bool = False) -> bytes:
+        try:
+            return self._decoder.decode(piece, final).encode("utf-8")  # type: ignore[no-any-return]
+        except UnicodeDecodeError:
+            raise NotTextLog("the log starts with a UTF-16 byte-order mark but is not UTF-16") from None
+
+    def _checked(self) -> bytes:
+        assert self._head is not None
+        head, self._head = bytes(self._head), None
+        check_sample(head[:SAMPLE])
+        return head.replace(b"\x00", b"") if b"\x00" in head else head

@@ -7,7 +7,9 @@ migration 0003 are gzip; the first bytes tell the two apart, so both read back."
 from __future__ import annotations
 
 import gzip
+import io
 import threading
+from collections.abc import Iterator
 
 import zstandard
 
@@ -34,7 +36,22 @@ def decompress_log(blob: bytes) -> bytes:
     """The log text of a stored blob, zstd or gzip (older rows)."""
     blob = bytes(blob)
     if blob.startswith(ZSTD_MAGIC):
-        return zstandard.ZstdDecompressor().decompress(blob)
+        # decompressobj: a log compressed as it streamed in (kb.services.streamupload)
+        # has no content size in its frame header, which decompress() needs
+        return zstandard.ZstdDecompressor().decompressobj().decompress(blob)
     if blob.startswith(GZIP_MAGIC):
         return gzip.decompress(blob)
     raise ValueError("stored log is neither zstd nor gzip")
+
+
+def decompressed_pieces(blob: bytes, size: int = 1 << 20) -> Iterator[bytes]:
+    """The log text of a stored blob, `size` bytes at a time (a large log is never whole)."""
+    if bytes(blob[:4]) == ZSTD_MAGIC:
+        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(blob))
+    elif bytes(blob[:2]) == GZIP_MAGIC:
+        reader = gzip.GzipFile(fileobj=io.BytesIO(blob))
+    else:
+        raise ValueError("stored log is neither zstd nor gzip")
+    with reader:
+        while piece := reader.read(size):
+            yield piece

@@ -52,6 +52,7 @@ tokens; KB_DB_TIMEOUT bounds such a query like any other.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -202,14 +203,50 @@ def search_text(log: bytes, analysis: dict[str, Any]) -> str:
     tail = _tail_start(log, TAIL_LINES)
     spans = [(a, min(b, tail)) for a, b in spans if a < tail]
     spans.append((max(tail, spans[-1][1] if spans else 0), len(log)))
-    # The budget goes to the events first, then the tail, then a head without events.
-    head_only = not any(start <= HEAD_LINES + 1 for start, _ in events)
+    return _excerpt([log[a:b] for a, b in spans], _head_only(events))
+
+
+def search_text_of_stream(pieces: Iterable[bytes], log_bytes: int, analysis: dict[str, Any]) -> str:
+    """search_text of a stored log read as it decompresses, for an upload that streamed
+    in and was never held whole: the same excerpt, holding only the lines it keeps (the
+    head's and the events' as they pass, the last TAIL_LINES in a ring)."""
+    if log_bytes <= WHOLE_LOG_BYTES:
+        return search_text(b"".join(pieces), analysis)
+    events = _merge(_event_ranges(analysis))
+    wanted = _merge([(1, HEAD_LINES), *events])
+    kept: list[list[tuple[int, bytes]]] = [[] for _ in wanted]
+    last: deque[tuple[int, bytes]] = deque(maxlen=TAIL_LINES)
+    number, index, rest = 0, 0, b""
+    for piece in (*pieces, None):
+        lines = (rest + piece).split(b"\n") if piece is not None else [rest] if rest else []
+        rest = lines.pop() if piece is not None else b""
+        for line in lines:
+            number += 1
+            while index < len(wanted) and wanted[index][1] < number:
+                index += 1
+            if index < len(wanted) and wanted[index][0] <= number:
+                kept[index].append((number, line))
+            last.append((number, line))
+    tail = last[0][0] if last else number + 1
+    spans = [[line for n, line in lines if n < tail] for lines in kept]
+    spans = [lines for lines in spans if lines]
+    spans.append([line for _, line in last])
+    return _excerpt([b"\n".join(lines) for lines in spans], _head_only(events))
+
+
+def _head_only(events: list[tuple[int, int]]) -> bool:
+    return not any(start <= HEAD_LINES + 1 for start, _ in events)
+
+
+def _excerpt(spans: list[bytes], head_only: bool) -> str:
+    """The spans' text within MAX_EXCERPT_BYTES: the budget goes to the events first,
+    then the tail (the last span), then a head without events (the first)."""
     order = sorted(range(len(spans)), key=lambda i: (
         1 if i == len(spans) - 1 else 2 if i == 0 and head_only else 0, i))
     parts: dict[int, str] = {}
     size = 0
     for i in order:
-        piece = _clip_lines(log[spans[i][0]:spans[i][1]])
+        piece = _clip_lines(spans[i])
         if size + len(piece) > MAX_EXCERPT_BYTES:
             piece = piece[:max(0, MAX_EXCERPT_BYTES - size)].rpartition("\n")[0]
         if piece:

@@ -33,7 +33,7 @@ from kb.core.records import Analysis, CrashFeatures
 from kb.core.redact import redact_field
 from kb.db import logsearch
 from kb.db.known_upload import store_known_occurrence
-from kb.db.logcodec import compress_log
+from kb.db.logcodec import compress_log, decompressed_pieces
 from kb.db.models import Incident, Occurrence, utcnow
 from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
@@ -228,11 +228,22 @@ def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
                    idempotency_key: str | None = None) -> PreparedUpload:
     data = prepare_log(data, max_bytes)
     analyzed, stored, redactions = analyze_for_storage(data)
+    return prepared_upload(analyzed, overrides, log_compressed=compress_log(stored),
+                           log_bytes=len(stored), redactions=redactions,
+                           idempotency_key=idempotency_key)
+
+
+def prepared_upload(analyzed: Analysis, overrides: Overrides, *, log_compressed: bytes,
+                    log_bytes: int, redactions: int, idempotency_key: str | None = None
+                    ) -> PreparedUpload:
+    """An upload ready to store from its analysis and its redacted, compressed log (made
+    whole by prepare_upload, or as the body streamed in: kb.services.streamupload)."""
     analysis, features = with_overrides(analyzed, overrides)
     analysis_json = analysis_dict(analysis)
     occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_json,
-                                    search_text=logsearch.search_text(stored, analysis_json),
-                                    log_compressed=compress_log(stored), log_bytes=len(stored),
+                                    search_text=logsearch.search_text_of_stream(
+                                        decompressed_pieces(log_compressed), log_bytes, analysis_json),
+                                    log_compressed=log_compressed, log_bytes=log_bytes,
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
     return PreparedUpload(analysis, features, occurrence)

@@ -350,6 +350,9 @@ class Overrides:
 OVERRIDE_FIELDS = tuple(f.name for f in fields(Overrides))
 
 
+# A title of an incident or a fix: not blank (the schema says so; the services check it too)
+Title = Annotated[str, msgspec.Meta(pattern=r"\S")]
+
 
 @dataclass(slots=True)
 class IncidentPatch:
@@ -358,7 +361,7 @@ class IncidentPatch:
     this one is fixed; 0 or "" clears it), `affected_versions` (a PEP 440 range) and
     `fixed_in` (a PEP 440 version), "" clearing either, and `engine_limitation`."""
 
-    title: str | None = None
+    title: Title | None = None
     notes: str | None = None
     tags: list[str] | None = None
     next: int | str | None = None
@@ -369,7 +372,7 @@ class IncidentPatch:
 
 @dataclass(slots=True)
 class NewFix:
-    title: str
+    title: Title
     kind: FixKind
     description: str | None = None
     change: dict[str, Any] = field(default_factory=dict)
@@ -381,7 +384,7 @@ class NewFix:
 class FixPatch:
     """PATCH /fixes/{id}: the fields given are changed, the others kept."""
 
-    title: str | None = None
+    title: Title | None = None
     kind: FixKind | None = None
     description: str | None = None
     change: dict[str, Any] | None = None

@@ -21,7 +21,7 @@ from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
+from litestar.openapi.spec import OpenAPIFormat, OpenAPIMediaType, OpenAPIType, RequestBody, Schema
 from litestar.params import JSONBody, PathParameter, QueryParameter
 from litestar.response import Redirect
 
@@ -47,15 +47,21 @@ from kb.services.views import (
     OutcomeView,
     UploadResult,
 )
-from kb.services.errors import Unavailable
+from kb.services.errors import InvalidInput, Unavailable
+from kb.services.streamupload import StreamedLog
+from kb.web.answerforms import NegotiatedOperation
 from kb.web.budget import ByteBudget, Reservation
+from kb.web.strictbody import strict
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import ANALYSIS_ROOM, INFLATE_ROOM, read_upload
 
 T = TypeVar("T")
 # A stored row's id in a path: what the databases' 64-bit keys can hold, so a larger
-# number is a 400 from validation, not an error from the database.
-StoredId = Q[int, PathParameter(ge=1, le=2**63 - 1)]
+# number is a 400 from validation, not an error from the database. The OpenAPI document
+# states the bounds as integers (Litestar would write a float, and 2**63 - 1 as a double
+# reads as 2**63: clients would take 2**63 + 1 for a valid id).
+MAX_ID = 2**63 - 1
+StoredId = Q[int, PathParameter(ge=1, le=MAX_ID, schema_extra={"minimum": 1, "maximum": MAX_ID})]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_DOC = (
     " Send a header `Idempotency-Key: <unique string>` (at most 200 printable ASCII "
@@ -97,13 +103,17 @@ def budget_of(state: State) -> ByteBudget:
     return state.budget  # type: ignore[no-any-return]
 
 
-async def upload_answer(request: Request, state: State, data: bytes, overrides: ingest.Overrides,
-                        *, store: bool, held: Reservation, idempotency_key: str | None = None
-                        ) -> UploadResult:
+async def upload_answer(request: Request, state: State, data: bytes | StreamedLog,
+                        overrides: ingest.Overrides, *, store: bool, held: Reservation,
+                        idempotency_key: str | None = None) -> UploadResult:
     """The pipeline of an upload for the API and the UI: the analysis unbounded, each
     database step under the deadline, the memory of the analysis taken from the budget
-    (a gzip body may inflate to the upload limit)."""
+    (a gzip body may inflate to the upload limit). A log analyzed as it streamed in
+    (`StreamedLog`) goes straight to matching and storing."""
     settings, db, base = settings_of(state), db_of(state), base_url(request)
+    if isinstance(data, StreamedLog):
+        return await _streamed_answer(request, state, data, overrides, store=store,
+                                      idempotency_key=idempotency_key)
     gzip = data[:2] == GZIP_MAGIC
     await held.take(INFLATE_ROOM * settings.max_upload_bytes if gzip else ANALYSIS_ROOM * len(data))
     if not store:
@@ -122,6 +132,27 @@ async def upload_answer(request: Request, state: State, data: bytes, overrides: 
     return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
                            candidate_limit=settings.match_candidates,
                            notifier=state.get("notifier"))
+
+
+async def _streamed_answer(request: Request, state: State, streamed: StreamedLog,
+                           overrides: ingest.Overrides, *, store: bool,
+                           idempotency_key: str | None) -> UploadResult:
+    settings, db, base = settings_of(state), db_of(state), base_url(request)
+    if not store or streamed.log_compressed is None:
+        analysis, features = ingest.with_overrides(streamed.analysis, overrides)
+        return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
+                               candidate_limit=settings.match_candidates)
+    if idempotency_key:
+        replayed = await in_thread(state, ingest.replayed_upload, db, idempotency_key, base_url=base,
+                                   candidate_limit=settings.match_candidates)
+        if replayed is not None:
+            return replayed
+    prepared = ingest.prepared_upload(streamed.analysis, overrides,
+                                      log_compressed=streamed.log_compressed,
+                                      log_bytes=streamed.log_bytes, redactions=streamed.redactions,
+                                      idempotency_key=idempotency_key)
+    return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
+                           candidate_limit=settings.match_candidates)
 
 
 def base_url(request: Request) -> str:
@@ -238,11 +269,12 @@ UPLOAD_DOC = (
 
 
 @dataclass
-class UploadOperation(Operation):
+class UploadOperation(NegotiatedOperation):
     """OpenAPI for the upload routes: the body is read by hand (streamed, size-checked),
     so describe it here."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         fields = {name: Schema(type=OpenAPIType.STRING) for name in ingest.OVERRIDE_FIELDS}
         for name, (low, high) in ingest.INTEGER_OVERRIDES.items():
             fields[name] = Schema(type=OpenAPIType.INTEGER, minimum=low, maximum=high)
@@ -258,9 +290,10 @@ class UploadOperation(Operation):
         })
 
 
-async def _upload_input(request: Request, held: Reservation) -> tuple[bytes, ingest.Overrides]:
+async def _upload_input(request: Request, held: Reservation,
+                        store: bool) -> tuple[bytes | StreamedLog, ingest.Overrides]:
     settings = settings_of(request.app.state)
-    data, fields = await read_upload(request, settings.max_upload_bytes, held)
+    data, fields = await read_upload(request, settings.max_upload_bytes, held, store=store)
     values: dict[str, Any] = {k: v for k, v in request.query_params.items()
                               if k in ingest.OVERRIDE_FIELDS}
     values.update(fields)
@@ -277,7 +310,7 @@ async def upload_incident(request: Request, state: State,
                           format: Format = None) -> Response[UploadResult]:
     key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     async with budget_of(state).reservation() as held:
-        data, overrides = await _upload_input(request, held)
+        data, overrides = await _upload_input(request, held, store=True)
         result = await upload_answer(request, state, data, overrides, store=True, held=held,
                                      idempotency_key=key)
     page = f"/ui/incidents/{result.incident.id}" if result.incident else None
@@ -291,12 +324,13 @@ async def upload_incident(request: Request, state: State,
 async def analyze_log(request: Request, state: State,
                       format: Format = None) -> Response[UploadResult]:
     async with budget_of(state).reservation() as held:
-        data, overrides = await _upload_input(request, held)
+        data, overrides = await _upload_input(request, held, store=False)
         result = await upload_answer(request, state, data, overrides, store=False, held=held)
     return negotiated(request, format, result, textreport.upload_report)
 
 
-@get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors())
+@get("/incidents", tags=["incidents"], summary="Search and filter incidents", responses=errors(),
+     operation_class=NegotiatedOperation)
 async def list_incidents(
     request: Request, state: State,
     q: Q[str | None, QueryParameter(description=(
@@ -328,6 +362,9 @@ async def list_incidents(
     per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
     format: Format = None,
 ) -> Response[IncidentList]:
+    for name, value, allowed in (("phase", phase, PHASES), ("path", path, PATHS)):
+        if value is not None and value not in allowed:
+            raise InvalidInput(f"{name} must be one of {', '.join(allowed)}")
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
                       per_page=per_page, view=view, status=status)
@@ -338,7 +375,7 @@ async def list_incidents(
     return negotiated(request, format, listing, textreport.list_report, page=page_url)
 
 
-@get("/incidents/{incident_id:int}", tags=["incidents"],
+@get("/incidents/{incident_id:int}", tags=["incidents"], operation_class=NegotiatedOperation,
      summary="One incident with its occurrences, fixes and similar incidents", responses=errors(404))
 async def get_incident(request: Request, state: State, incident_id: StoredId,
                        format: Format = None) -> Response[IncidentDetail]:
@@ -354,27 +391,34 @@ async def get_incident(request: Request, state: State, incident_id: StoredId,
                "fixed_in, engine_limitation)", responses=errors(*WRITE_ERRORS, 404))
 async def patch_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[IncidentPatch]) -> IncidentDetail:
+    data = await strict(request, data)
     return await in_thread(state, curate.patch_incident, db_of(state), incident_id, data,
                            base_url=base_url(request))
 
 
 @post("/incidents/{incident_id:int}/fixes", guards=[require_token], status_code=201,
       tags=["curation"], summary="Add a fix to an incident", responses=errors(*WRITE_ERRORS, 404))
-async def add_fix(state: State, incident_id: StoredId, data: JSONBody[NewFix]) -> FixView:
+async def add_fix(request: Request, state: State, incident_id: StoredId,
+                  data: JSONBody[NewFix]) -> FixView:
+    data = await strict(request, data)
     return await in_thread(state, curate.add_fix, db_of(state), incident_id, data)
 
 
 @patch("/fixes/{fix_id:int}", guards=[require_token], tags=["curation"],
        summary="Edit a fix's title, kind, description, change or applies_to",
        responses=errors(*WRITE_ERRORS, 404))
-async def edit_fix(state: State, fix_id: StoredId, data: JSONBody[FixPatch]) -> FixView:
+async def edit_fix(request: Request, state: State, fix_id: StoredId,
+                   data: JSONBody[FixPatch]) -> FixView:
+    data = await strict(request, data)
     return await in_thread(state, curate.edit_fix, db_of(state), fix_id, data)
 
 
 @post("/fixes/{fix_id:int}/outcomes", guards=[require_token], status_code=201,
       tags=["curation"], summary="Report whether a fix worked, and where",
       responses=errors(*WRITE_ERRORS, 404))
-async def add_outcome(state: State, fix_id: StoredId, data: JSONBody[NewOutcome]) -> OutcomeView:
+async def add_outcome(request: Request, state: State, fix_id: StoredId,
+                      data: JSONBody[NewOutcome]) -> OutcomeView:
+    data = await strict(request, data)
     return await in_thread(state, curate.add_outcome, db_of(state), fix_id, data)
 
 
@@ -383,6 +427,7 @@ async def add_outcome(state: State, fix_id: StoredId, data: JSONBody[NewOutcome]
       responses=errors(*WRITE_ERRORS, 404, 409))
 async def merge_incident(request: Request, state: State, incident_id: StoredId,
                          data: JSONBody[MergeRequest]) -> IncidentDetail:
+    data = await strict(request, data)
     return await in_thread(state, curate.merge_incident, db_of(state), incident_id, data,
                            base_url=base_url(request))
 

@@ -21,7 +21,8 @@ from kb.config import Settings
 from kb.db.session import Database
 from kb.services.errors import ServiceError
 from kb.web import api, apidocs
-from kb.web.budget import ByteBudget
+from kb.web.allowheader import complete_allow_header
+from kb.web.budget import ByteBudget, map_large_buffers
 from kb.web.crossorigin import SignInRequired, allowed_host_names, refuse_other_sites
 from kb.web.negotiate import FORMATS, VARY, answer_format
 from kb.web.notifications import start_notifications, stop_notifications
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     async def on_startup(app: Litestar) -> None:
         app.state.limiter = anyio.CapacityLimiter(settings.threads)
         app.state.budget = ByteBudget(settings.max_inflight_mb * 1024 * 1024, settings.upload_queue_seconds)
+        map_large_buffers()
         die_with_parent()
         await start_notifications(app)
 
@@ -148,7 +150,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
                         *_optional_routes("kb.web.dashboard"), *_optional_routes("kb.web.packs"),
                         *_optional_routes("kb.web.notifications")],
         guards=[refuse_other_sites],
-        before_send=[security_headers],
+        before_send=[security_headers, complete_allow_header],
         state=State({"settings": settings, "db": db, "owns_db": owns_db,
                      "allowed_host_names": allowed_host_names(settings)}),
         on_startup=[on_startup],

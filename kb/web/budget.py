@@ -20,6 +20,7 @@ class ByteBudget:
         self.total = total
         self.wait = wait
         self.used = 0
+        self.released = 0  # given back since the last trim (give_memory_back)
         self._changed = anyio.Condition()
 
     @asynccontextmanager
@@ -72,15 +73,37 @@ class Reservation:
         if not self.held:
             return
         held = self.held
-        async with self.budget._changed:
-            self.budget.used -= self.held
+        budget = self.budget
+        async with budget._changed:
+            budget.used -= self.held
+            budget.released += self.held
             self.held = 0
-            self.budget._changed.notify_all()
-        if held >= TRIM_AFTER:
+            budget._changed.notify_all()
+        # Trimmed after a large upload, or when the last of many smaller ones (streamed
+        # uploads hold a few MiB each) is done.
+        if held >= TRIM_AFTER or (budget.released >= TRIM_AFTER and budget.used == 0):
+            budget.released = 0
             give_memory_back()
 
 
 TRIM_AFTER = 64 << 20
+
+
+M_MMAP_THRESHOLD = -3
+
+
+def map_large_buffers() -> None:
+    """Make glibc serve every buffer of MMAP_THRESHOLD or more from its own mapping, given
+    back to the system when freed. By default the threshold grows with the buffers freed
+    (up to 32 MiB), and then the megabyte batches of streamed uploads, made in many worker
+    threads, pile up in per-thread arenas the process keeps (Linux/glibc only)."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    except (OSError, AttributeError):
+        pass
+
+
+MMAP_THRESHOLD = 1 << 20
 
 
 def give_memory_back() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import partial
 
 import click
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,6 +28,7 @@ def serve(host: str | None, port: int | None, workers: int | None, database_url:
     from kb.db import migrate
     from kb.db.session import Database
     from kb.services.seeding import seed_if_empty
+    from kb.web.headerlimits import BoundedHttpToolsProtocol
 
     try:
         settings = Settings.from_env(host=host, port=port, workers=workers,
@@ -54,6 +56,10 @@ def serve(host: str | None, port: int | None, workers: int | None, database_url:
     os.environ.update(settings.to_env())
     click.echo(f"kb: serving on http://{settings.host}:{settings.port} "
                f"({settings.workers} worker(s), {database!r})", err=True)
+    # uvicorn's httptools protocol, with bounds on header size and header time
+    http = partial(BoundedHttpToolsProtocol, max_header_bytes=settings.max_header_kb * 1024,
+                   header_timeout=settings.header_timeout)
     uvicorn.run("kb.web.app:create_app", factory=True, host=settings.host, port=settings.port,
-                workers=settings.workers, log_level=settings.log_level.lower(),
+                workers=settings.workers, http=http,  # type: ignore[arg-type]
+                log_level=settings.log_level.lower(),
                 access_log=settings.log_level.lower() == "debug", server_header=False)

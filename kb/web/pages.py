@@ -31,6 +31,7 @@ from kb.core.records import PHASES
 from kb.services import curate, ingest, queries
 from kb.services.errors import InvalidInput, ServiceError
 from kb.services.queries import TIMELINE_DAYS
+from kb.services.streamupload import StreamedLog
 from kb.services.views import (
     FixPatch,
     IncidentList,
@@ -52,6 +53,7 @@ from kb.web.api import (
     upload_answer,
 )
 from kb.web.budget import Reservation
+from kb.web.logbody import LogBody
 from kb.web.uploads import read_form
 
 HERE = Path(__file__).parent
@@ -279,10 +281,16 @@ async def upload_page(request: Request) -> Response[str]:
     return render(request, "upload.html", result=None, form={}, may_write=may_write(request))
 
 
-async def _upload_form(request: Request, limit: int, held: Reservation) -> tuple[bytes, dict[str, str]]:
+async def _upload_form(request: Request, limit: int,
+                       held: Reservation) -> tuple[bytes | StreamedLog, dict[str, str]]:
     """The upload form, read as it streams in with the API's limits (a chunked body has
-    no length to refuse up front): the chosen file, else the pasted text."""
-    data, fields = await read_form(request, limit, UPLOAD_FORM_FIELDS, "log", frozenset({"text"}), held)
+    no length to refuse up front): the chosen file (a large or gzip one analyzed as it
+    arrives, kb.web.logbody), else the pasted text."""
+    file = LogBody(request.app.state, limit, held, store=True)
+    data, fields = await read_form(request, limit, UPLOAD_FORM_FIELDS, "log", frozenset({"text"}), held,
+                                   file)
+    if isinstance(data, StreamedLog):
+        return data, fields
     data = data or b""
     if not data.strip():
         data = fields.get("text", "").replace("\r\n", "\n").encode("utf-8")

@@ -1,6 +1,8 @@
 """Read an uploaded log from a request: multipart (field `log`), a raw text/plain or gzip
 body. The size limit is checked on Content-Length before anything is read and again
-while the body streams in, so an oversized upload costs no more than the limit."""
+while the body streams in, so an oversized upload costs no more than the limit. The API
+hands the log's bytes to a LogBody (kb.web.logbody) as they arrive: a large or gzip log
+is analyzed as it streams in instead of being held whole."""
 
 from __future__ import annotations
 
@@ -11,16 +13,17 @@ from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMul
 
 from kb.services.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from kb.services.ingest import OVERRIDE_FIELDS
+from kb.services.streamupload import StreamedLog
 from kb.web.budget import Reservation
+from kb.web.logbody import READ_ROOM, STREAM_AFTER, STREAM_ROOM, LogBody
 
 MULTIPART_SLACK = 256 * 1024  # boundaries, headers and the override fields
 MAX_PARTS = 64
-# Memory a body takes while it is read, per byte (kb.web.budget): the growing buffer's
-# spare room and the one copy made of it at the end (bench/bench_upload_memory.py).
-READ_ROOM = 2
-# ... and while it is analyzed, beyond the body: the prepared text and its redacted copy
-# (one 100 MB upload measures +200 MB, body included). A gzip body reserves more once it
-# shows its magic (kb.web.api.upload_answer): it may inflate to the upload limit.
+# Memory a body takes while it is read, per byte (kb.web.budget): READ_ROOM, kept with
+# the streaming constants in kb.web.logbody. While it is analyzed, beyond the body: the
+# prepared text and its redacted copy (one 100 MB upload measures +200 MB, body included).
+# A gzip body kept whole (the UI's form) reserves more once it shows its magic
+# (kb.web.api.upload_answer): it may inflate to the upload limit.
 ANALYSIS_ROOM = 1
 INFLATE_ROOM = 2  # per byte of the upload limit: an inflating output and its one copy
 RAW_TYPES = {"text/plain", "text/x-log", "application/gzip", "application/x-gzip",
@@ -51,12 +54,16 @@ def _check_length(request: Request, limit: int) -> int | None:
     return length
 
 
-async def _admit(request: Request, limit: int, held: Reservation | None) -> None:
+async def _admit(request: Request, limit: int, held: Reservation | None, streams: bool = False) -> None:
     """Refuse a body over `limit` by its Content-Length, and when the length is known,
-    reserve the memory the whole upload will take before reading a byte of it."""
+    reserve the memory the whole upload will take before reading a byte of it (when
+    the log `streams`, what it takes until it streams, and the stream's room)."""
     length = _check_length(request, limit)
     if held is not None and length is not None:
-        await held.reserve((READ_ROOM + ANALYSIS_ROOM) * length)
+        if streams and length > STREAM_AFTER:
+            await held.reserve((READ_ROOM + ANALYSIS_ROOM) * STREAM_AFTER + STREAM_ROOM)
+        else:
+            await held.reserve((READ_ROOM + ANALYSIS_ROOM) * length)
 
 
 async def _read_body(request: Request, limit: int, held: Reservation | None = None) -> bytes:
@@ -73,11 +80,14 @@ async def _read_body(request: Request, limit: int, held: Reservation | None = No
 async def _read_multipart(request: Request, boundary: str, limit: int,
                           wanted: frozenset[str] = frozenset(OVERRIDE_FIELDS),
                           log_field: str = "log", long_fields: frozenset[str] = frozenset(),
-                          held: Reservation | None = None) -> tuple[bytes | None, dict[str, str]]:
+                          held: Reservation | None = None, body: LogBody | None = None
+                          ) -> tuple[bytes | StreamedLog | None, dict[str, str]]:
     """The log (field `log_field`) and the `wanted` text fields of a multipart body, read
-    as it streams in: the log and `long_fields` up to `limit`, any other field up to 64 KiB."""
+    as it streams in: the log and `long_fields` up to `limit`, any other field up to 64 KiB.
+    With a `body`, the log's bytes go there as they arrive (it takes their memory from
+    the budget)."""
     fields: dict[str, str] = {}
-    log: bytes | None = None
+    log: bytes | StreamedLog | None = None
     files: list[str] = []
     received = 0
     current: MultipartSegment | None = None
@@ -91,12 +101,15 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
                 received += len(chunk)
                 if received > limit + MULTIPART_SLACK:
                     raise _too_large(limit)
-                if held is not None:
+                if held is not None and body is None:
                     await held.take(READ_ROOM * len(chunk))
                 for part in parser.parse(chunk):
                     if isinstance(part, MultipartSegment):
                         current, pieces, size = part, [], 0
                     elif part:
+                        if body is not None and current is not None and current.name == log_field:
+                            await body.add(part)
+                            continue
                         pieces.append(part)
                         size += len(part)
                         if (current is not None and current.name != log_field
@@ -104,7 +117,7 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
                             raise InvalidInput(f"form field {current.name!r} is too long")
                     elif current is not None:
                         if current.name == log_field:
-                            log = b"".join(pieces)
+                            log = await body.end() if body is not None else b"".join(pieces)
                         elif current.filename:
                             files.append(current.name)
                         elif current.name in wanted:
@@ -123,18 +136,18 @@ async def _read_multipart(request: Request, boundary: str, limit: int,
         hint = f" (got a file in field {files[0]!r})" if files else ""
         raise InvalidInput(f"no log uploaded: send the file in form field 'log'{hint}, "
                            f"e.g. curl -F log=@vllm.log")
-    if len(log) > limit:
+    if isinstance(log, bytes) and len(log) > limit:
         raise _too_large(limit)
     return log, fields
 
 
 async def read_form(request: Request, limit: int, wanted: frozenset[str], file_field: str,
-                    long_fields: frozenset[str] = frozenset(), held: Reservation | None = None
-                    ) -> tuple[bytes | None, dict[str, str]]:
+                    long_fields: frozenset[str] = frozenset(), held: Reservation | None = None,
+                    body: LogBody | None = None) -> tuple[bytes | StreamedLog | None, dict[str, str]]:
     """A page's multipart form, read with the same limits as an API upload (a chunked
     body has no Content-Length to refuse early: the limit holds while it streams): the
-    file of `file_field` and the `wanted` fields; a pasted log is a wanted field that may
-    be as long as the limit."""
+    file of `file_field` (into `body` when given) and the `wanted` fields; a pasted log
+    is a wanted field that may be as long as the limit."""
     content_type, options = _content_type(request)
     await _admit(request, limit + MULTIPART_SLACK, held)
     if content_type == "application/x-www-form-urlencoded":  # a form without a file input
@@ -143,13 +156,17 @@ async def read_form(request: Request, limit: int, wanted: frozenset[str], file_f
         return None, {k: v[0] for k, v in form.items() if k in wanted and v}
     if content_type != "multipart/form-data" or not options.get("boundary"):
         raise UnsupportedMediaType("the upload form posts multipart/form-data")
-    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields, held)
+    return await _read_multipart(request, options["boundary"], limit, wanted, file_field, long_fields, held,
+                                 body)
 
 
-async def read_upload(request: Request, limit: int,
-                      held: Reservation | None = None) -> tuple[bytes, dict[str, str]]:
-    """The log bytes and the override fields of an upload. Raises the service errors
-    that map to 400/413/415."""
+async def read_upload(request: Request, limit: int, held: Reservation | None = None,
+                      store: bool | None = None) -> tuple[bytes | StreamedLog, dict[str, str]]:
+    """The log and the override fields of an upload: the log's bytes, or with `store`
+    given (True: redacted and compressed for storing, False: analyzed only) what its
+    stream made of it when it was large or gzip. Raises the service errors that map to
+    400/413/415 (and, streamed, 422)."""
+    body = None if store is None else LogBody(request.app.state, limit, held, store=store)
     content_type, options = _content_type(request)
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity", "gzip", "x-gzip"):
@@ -159,11 +176,15 @@ async def read_upload(request: Request, limit: int,
         boundary = options.get("boundary")
         if not boundary:
             raise InvalidInput("multipart body without a boundary in Content-Type")
-        await _admit(request, limit + MULTIPART_SLACK, held)
-        return await _read_multipart(request, boundary, limit, held=held)
+        await _admit(request, limit + MULTIPART_SLACK, held, streams=body is not None)
+        return await _read_multipart(request, boundary, limit, held=held, body=body)  # type: ignore[return-value]
     if content_type.startswith("text/") or content_type in RAW_TYPES:
-        await _admit(request, limit, held)
-        return await _read_body(request, limit, held), {}
+        await _admit(request, limit, held, streams=body is not None)
+        if body is None:
+            return await _read_body(request, limit, held), {}
+        async for chunk in request.stream():
+            await body.add(chunk)
+        return await body.end(), {}
     if content_type == "application/x-www-form-urlencoded":
         # curl --data-binary @vllm.log sends this type by default: a body that does not
         # look like `log=...&engine=...` is the log itself.

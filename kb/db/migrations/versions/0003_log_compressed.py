@@ -45,7 +45,7 @@ def downgrade() -> None:
             if blob.startswith(ZSTD_MAGIC):
                 connection.execute(sa.text(
                     "UPDATE occurrences SET log_compressed = :blob WHERE id = :id"),
-                    {"id": row_id, "blob": gzip.compress(decompressor.decompress(blob),
+                    {"id": row_id, "blob": gzip.compress(decompressor.decompressobj().decompress(blob),
                                                          compresslevel=6, mtime=0)})
         last_id = rows[-1][0]
     op.execute("ALTER TABLE occurrences RENAME COLUMN log_compressed TO log_gz")
