@@ -259,3 +259,22 @@ def test_the_text_report_shows_the_matching_line(client):
     upload(client, with_lines(vllm_log(**NCCL), f"frame #3: {SYMBOL}"))
     report = textreport.list_report(search(client, SYMBOL))
     assert f"log #1: frame #3: {SYMBOL}" in report
+
+
+@pytest.mark.parametrize("step", [997, 65536, 1 << 20])
+@pytest.mark.parametrize("trailing_newline", [True, False])
+def test_the_excerpt_of_a_streamed_log_is_the_excerpt_of_the_whole(step, trailing_newline):
+    """A streamed upload is never held whole: its excerpt, taken as the stored log
+    decompresses, is the one the whole log gives, wherever the pieces are cut."""
+    from kb.core.analyze import analyze
+    from kb.db.logsearch import search_text, search_text_of_stream
+
+    lines = [f"INFO 12-03 10:00:{n % 60:02d} worker.py:{n}] step {n} " + "x" * (n * 37 % 180) for n in range(30000)]
+    lines[21000:21000] = ["Traceback (most recent call last):", '  File "/opt/x/model.py", line 3, in load',
+                          "ImportError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: cannot open shared object file"]
+    log = ("\n".join(lines) + ("\n" if trailing_newline else "")).encode()
+    analysis = analyze(log).to_dict()
+    pieces = [log[i:i + step] for i in range(0, len(log), step)]
+    whole = search_text(log, analysis)
+    assert "libcuda.so.1" in whole and len(whole) < len(log)
+    assert search_text_of_stream(pieces, len(log), analysis) == whole
