@@ -109,16 +109,18 @@ async def upload_answer(request: Request, state: State, data: bytes | StreamedLo
     """The pipeline of an upload for the API and the UI: the analysis unbounded, each
     database step under the deadline, the memory of the analysis taken from the budget
     (a gzip body may inflate to the upload limit). A log analyzed as it streamed in
-    (`StreamedLog`) goes straight to matching and storing."""
+    (`StreamedLog`) has its analysis and compressed log already: it goes on from there."""
     settings, db, base = settings_of(state), db_of(state), base_url(request)
-    if isinstance(data, StreamedLog):
-        return await _streamed_answer(request, state, data, overrides, store=store,
-                                      idempotency_key=idempotency_key)
-    gzip = data[:2] == GZIP_MAGIC
-    await held.take(INFLATE_ROOM * settings.max_upload_bytes if gzip else ANALYSIS_ROOM * len(data))
-    if not store:
-        analysis, features = await compute_in_thread(state, ingest.analyze_only, data, overrides,
-                                                     max_bytes=settings.max_upload_bytes)
+    streamed = data if isinstance(data, StreamedLog) else None
+    if streamed is None:
+        gzip = data[:2] == GZIP_MAGIC
+        await held.take(INFLATE_ROOM * settings.max_upload_bytes if gzip else ANALYSIS_ROOM * len(data))
+    if not store or (streamed is not None and streamed.log_compressed is None):
+        if streamed is not None:
+            analysis, features = ingest.with_overrides(streamed.analysis, overrides)
+        else:
+            analysis, features = await compute_in_thread(state, ingest.analyze_only, data, overrides,
+                                                         max_bytes=settings.max_upload_bytes)
         return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
                                candidate_limit=settings.match_candidates)
     if idempotency_key:
@@ -126,33 +128,18 @@ async def upload_answer(request: Request, state: State, data: bytes | StreamedLo
                                    candidate_limit=settings.match_candidates)
         if replayed is not None:
             return replayed
-    prepared = await compute_in_thread(state, ingest.prepare_upload, data, overrides,
-                                       max_bytes=settings.max_upload_bytes,
-                                       idempotency_key=idempotency_key)
+    if streamed is not None:
+        prepared = await compute_in_thread(state, ingest.prepared_upload, streamed.analysis, overrides,
+                                           log_compressed=streamed.log_compressed,
+                                           log_bytes=streamed.log_bytes, redactions=streamed.redactions,
+                                           idempotency_key=idempotency_key)
+    else:
+        prepared = await compute_in_thread(state, ingest.prepare_upload, data, overrides,
+                                           max_bytes=settings.max_upload_bytes,
+                                           idempotency_key=idempotency_key)
     return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
                            candidate_limit=settings.match_candidates,
                            notifier=state.get("notifier"))
-
-
-async def _streamed_answer(request: Request, state: State, streamed: StreamedLog,
-                           overrides: ingest.Overrides, *, store: bool,
-                           idempotency_key: str | None) -> UploadResult:
-    settings, db, base = settings_of(state), db_of(state), base_url(request)
-    if not store or streamed.log_compressed is None:
-        analysis, features = ingest.with_overrides(streamed.analysis, overrides)
-        return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
-                               candidate_limit=settings.match_candidates)
-    if idempotency_key:
-        replayed = await in_thread(state, ingest.replayed_upload, db, idempotency_key, base_url=base,
-                                   candidate_limit=settings.match_candidates)
-        if replayed is not None:
-            return replayed
-    prepared = ingest.prepared_upload(streamed.analysis, overrides,
-                                      log_compressed=streamed.log_compressed,
-                                      log_bytes=streamed.log_bytes, redactions=streamed.redactions,
-                                      idempotency_key=idempotency_key)
-    return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
-                           candidate_limit=settings.match_candidates)
 
 
 def base_url(request: Request) -> str:

@@ -311,3 +311,14 @@ def test_settled_notifications_are_pruned_after_the_retention(db, receiver):
         left = sorted((r.id, r.status) for r in session.scalars(select(NotificationOutbox)))
         attempts = session.execute(select(func.count()).select_from(NotificationDelivery)).scalar()
     assert left == [(2, "delivered"), (3, "pending")] and attempts == 1
+
+
+def test_a_streamed_upload_notifies_like_a_whole_one(db, receiver):
+    """A gzip body is analyzed as it streams in (kb.services.streamupload): its new
+    incident is announced all the same."""
+    import gzip
+
+    with api_client(db, webhooks=(f"json={receiver.url('/hook')}",), webhook_retry_seconds=0.2) as client:
+        stored = upload(client, gzip.compress(vllm_log(**NCCL).encode())).json()
+        wait_until(lambda: len(receiver.bodies("/hook")) >= 1)
+        assert _events(receiver.bodies("/hook")) == [("new_incident", stored["incident"]["id"])]
