@@ -28,7 +28,7 @@ from kb.web.api import (
     require_token,
     settings_of,
 )
-from kb.web.pages import error_page, may_write, need_token, render, see_other
+from kb.web.pages import error_page, form_fields, may_write, need_token, render, see_other
 
 MAX_LOG = 500
 
@@ -105,16 +105,11 @@ async def notifications_page(request: Request, state: State) -> Response[str]:
                   spike_per_hour=settings_of(state).spike_per_hour)
 
 
-async def _form(request: Request) -> dict[str, str]:
-    form = await request.form()
-    return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
-
-
 @post("/ui/incidents/{incident_id:int}/resolve", include_in_schema=False)
 async def resolve_page(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
-    form = await _form(request)
+    form = await form_fields(request)
     fix = form.get("fix_id") or ""
     if fix and not (fix.isascii() and fix.isdigit() and 0 < int(fix) < 2**63):
         return error_page(request, 400, "fix_id must be the number of a fix")

@@ -323,7 +323,8 @@ async def upload_submit(request: Request, state: State) -> Response[str]:
 # ---- curation (Post/Redirect/Get) -----------------------------------------------------
 
 
-async def _form(request: Request) -> dict[str, str]:
+async def form_fields(request: Request) -> dict[str, str]:
+    """A page form's text fields, trimmed."""
     form = await request.form()
     return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
 
@@ -332,7 +333,7 @@ async def _form(request: Request) -> dict[str, str]:
 async def edit_incident(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
-    form = await _form(request)
+    form = await form_fields(request)
     tags = [t for t in form.get("tags", "").replace("\n", ",").split(",") if t.strip()]
     patch = IncidentPatch(title=form.get("title"), notes=form.get("notes", ""), tags=tags)
     if "curated" in form:  # the form's curated fields (a checkbox is absent when cleared)
@@ -430,7 +431,7 @@ _env.filters["form_text"] = as_form_text
 async def add_fix(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
-    form = await _form(request)
+    form = await form_fields(request)
     try:
         new = NewFix(title=form.get("title", ""), kind=form.get("kind", ""),
                      description=form.get("description") or None, change=_change(form.get("change", "")),
@@ -445,7 +446,7 @@ async def add_fix(request: Request, state: State, incident_id: StoredId) -> Resp
 async def edit_fix(request: Request, state: State, fix_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
-    form = await _form(request)
+    form = await form_fields(request)
     try:
         patch = FixPatch(title=form.get("title", ""), kind=form.get("kind", ""),
                          description=form.get("description", ""),
@@ -461,7 +462,7 @@ async def edit_fix(request: Request, state: State, fix_id: StoredId) -> Response
 async def add_outcome(request: Request, state: State, fix_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
-    form = await _form(request)
+    form = await form_fields(request)
     if form.get("worked") not in ("1", "0"):
         return error_page(request, 400, "say whether the fix worked (worked=1) or not (worked=0)")
     new = NewOutcome(worked=form["worked"] == "1", note=form.get("note") or None,
@@ -484,7 +485,7 @@ async def add_outcome(request: Request, state: State, fix_id: StoredId) -> Respo
 async def merge_incident(request: Request, state: State, incident_id: StoredId) -> Response[Any]:
     if not may_write(request):
         return need_token(request)
-    form = await _form(request)
+    form = await form_fields(request)
     try:
         into = int(form.get("into", ""))
     except ValueError:
@@ -520,7 +521,7 @@ async def signin_page(request: Request) -> Response[str]:
 
 @post("/ui/signin", include_in_schema=False)
 async def signin(request: Request) -> Response[Any]:
-    form = await _form(request)
+    form = await form_fields(request)
     tokens = settings_of(request.app.state).api_tokens
     token, nxt = form.get("token", ""), _safe_next(form.get("next"))
     if tokens and not known_token(request, token):
