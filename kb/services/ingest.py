@@ -230,19 +230,21 @@ def prepare_upload(data: bytes, overrides: Overrides, *, max_bytes: int,
     analyzed, stored, redactions = analyze_for_storage(data)
     return prepared_upload(analyzed, overrides, log_compressed=compress_log(stored),
                            log_bytes=len(stored), redactions=redactions,
-                           idempotency_key=idempotency_key)
+                           idempotency_key=idempotency_key, log=stored)
 
 
 def prepared_upload(analyzed: Analysis, overrides: Overrides, *, log_compressed: bytes,
-                    log_bytes: int, redactions: int, idempotency_key: str | None = None
-                    ) -> PreparedUpload:
+                    log_bytes: int, redactions: int, idempotency_key: str | None = None,
+                    log: bytes | None = None) -> PreparedUpload:
     """An upload ready to store from its analysis and its redacted, compressed log (made
-    whole by prepare_upload, or as the body streamed in: kb.services.streamupload)."""
+    whole by prepare_upload, which passes the redacted `log` too, or as the body streamed
+    in: kb.services.streamupload, whose search excerpt is read back as it decompresses)."""
     analysis, features = with_overrides(analyzed, overrides)
     analysis_json = analysis_dict(analysis)
+    excerpt = (logsearch.search_text(log, analysis_json) if log is not None else
+               logsearch.search_text_of_stream(decompressed_pieces(log_compressed), log_bytes, analysis_json))
     occurrence = _occurrence_values(analysis, overrides, utcnow(), analysis_json=analysis_json,
-                                    search_text=logsearch.search_text_of_stream(
-                                        decompressed_pieces(log_compressed), log_bytes, analysis_json),
+                                    search_text=excerpt,
                                     log_compressed=log_compressed, log_bytes=log_bytes,
                                     log_lines=analysis.lines, redactions=redactions,
                                     idempotency_key=idempotency_key)
