@@ -19,6 +19,7 @@ from kb.services.errors import ServiceError
 from kb.services.notifications import Notifier
 from kb.services.views import DeliveryLog, IncidentDetail, ResolveRequest
 from kb.web.api import (
+    MAX_ID,
     WRITE_ERRORS,
     StoredId,
     base_url,
@@ -111,7 +112,7 @@ async def resolve_page(request: Request, state: State, incident_id: StoredId) ->
         return need_token(request)
     form = await form_fields(request)
     fix = form.get("fix_id") or ""
-    if fix and not (fix.isascii() and fix.isdigit() and 0 < int(fix) < 2**63):
+    if fix and not (fix.isascii() and fix.isdigit() and 0 < int(fix) <= MAX_ID):
         return error_page(request, 400, "fix_id must be the number of a fix")
     resolve = ResolveRequest(version=form.get("version") or None, fix_id=int(fix) if fix else None)
     try:

@@ -16,6 +16,7 @@ from litestar.params import QueryParameter
 from kb.services import packs
 from kb.services.errors import InvalidInput, TooLarge
 from kb.web.api import (
+    MAX_ID,
     WRITE_ERRORS,
     compute_in_thread,
     db_of,
@@ -46,7 +47,7 @@ def _ids(value: str | None) -> list[int] | None:
     except ValueError:
         raise InvalidInput("incidents: give incident numbers separated by commas, e.g. 12,15",
                            field="incidents") from None
-    if any(not 1 <= n < 2**63 for n in ids):
+    if any(not 1 <= n <= MAX_ID for n in ids):
         raise InvalidInput("incidents: numbers start at 1", field="incidents")
     return ids
 

@@ -103,3 +103,20 @@ HEADS = dict(exception="ValueError",
              message="Total number of attention heads (40) must be divisible by tensor parallel size (6).",
              frames=[("vllm/engine/arg_utils.py", 1390, "create_engine_config", "config = VllmConfig("),
                      ("vllm/config/__init__.py", 1122, "verify_with_parallel_config", "raise ValueError(")])
+
+
+# A vLLM V1 launch whose log holds only the wrappers: the engine core died without its error.
+WRAPPER_ONLY = (
+    "INFO 11-30 10:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+    "ERROR 11-30 10:00:05 [core.py:700] EngineCore failed to start.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 90, in make_client\n'
+    "    return AsyncMPClient(vllm_config, executor_class, log_stats)\n"
+    "RuntimeError: Engine core initialization failed. See root cause above. "
+    "Failed core proc(s): {'EngineCore_DP0': 1}\n")
+
+
+def with_lines(log: str, *lines: str) -> str:
+    """`log` with `lines` printed right before its last three lines (the API server's exit)."""
+    head = log.rstrip("\n").split("\n")
+    return "\n".join(head[:-3] + list(lines) + head[-3:]) + "\n"

@@ -13,27 +13,11 @@ from kb.db.logcodec import compress_log
 from kb.db.session import Database
 from kb.services.seeding import seed_database
 from tests.service.helpers import SAMPLE_SEEDS, api_client, upload
-from tests.service.logs import HEADS, NCCL, vllm_log
+from tests.service.logs import HEADS, NCCL, WRAPPER_ONLY, vllm_log, with_lines
 
 SYMBOL = "_ZN3c104cuda20CUDACachingAllocator9allocatorE"
 LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 FLASH = "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so"
-WRAPPER_ONLY = (
-    "INFO 11-30 10:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
-    "ERROR 11-30 10:00:05 [core.py:700] EngineCore failed to start.\n"
-    "Traceback (most recent call last):\n"
-    '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 90, in make_client\n'
-    "    return AsyncMPClient(vllm_config, executor_class, log_stats)\n"
-    "RuntimeError: Engine core initialization failed. See root cause above. "
-    "Failed core proc(s): {'EngineCore_DP0': 1}\n")
-
-
-def with_lines(log: str, *lines: str) -> str:
-    """`log` with `lines` printed right before its last three lines (the API server's exit)."""
-    head = log.rstrip("\n").split("\n")
-    return "\n".join(head[:-3] + list(lines) + head[-3:]) + "\n"
-
-
 @pytest.fixture
 def client(db):
     with api_client(db) as c:

@@ -13,29 +13,14 @@ import httpx
 import pytest
 
 from tests.conftest import kb_serve_process
-from tests.service.logs import HEADS, NCCL, vllm_log
-from tests.web.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _need_chromium
+from tests.service.logs import HEADS, NCCL, WRAPPER_ONLY, vllm_log, with_lines
+from tests.web.test_browser import ARTIFACTS, _need_chromium, browser, page  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
 SHOTS = Path(os.environ.get("KB_TEST_SHOTS", "/tmp/shots-search"))
 SYMBOL = "_ZN3c104cuda20CUDACachingAllocator9allocatorE"
 LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
-WRAPPER_ONLY = (
-    "INFO 11-30 10:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
-    "ERROR 11-30 10:00:05 [core.py:700] EngineCore failed to start.\n"
-    "Traceback (most recent call last):\n"
-    '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 90, in make_client\n'
-    "    return AsyncMPClient(vllm_config, executor_class, log_stats)\n"
-    "RuntimeError: Engine core initialization failed. See root cause above. "
-    "Failed core proc(s): {'EngineCore_DP0': 1}\n")
-
-
-def _with_lines(log: str, *lines: str) -> str:
-    head = log.rstrip("\n").split("\n")
-    return "\n".join(head[:-3] + list(lines) + head[-3:]) + "\n"
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _need_chromium()
@@ -57,7 +42,7 @@ def incidents(server: str) -> dict[str, int]:
         assert response.status_code in (200, 201), response.text
         return int(response.json()["incident"]["id"])
 
-    native = post(_with_lines(
+    native = post(with_lines(
         vllm_log(**NCCL), f"frame #3: {SYMBOL} + 0x1c (0x7f3a in {LIBCUDA})"))
     heads = post(vllm_log(**HEADS))
     wrapper = post(WRAPPER_ONLY)
@@ -65,27 +50,6 @@ def incidents(server: str) -> dict[str, int]:
                           timeout=30)
     assert patched.status_code == 200, patched.text
     return {"native": native, "heads": heads, "wrapper": wrapper}
-
-
-@pytest.fixture
-def page(browser_: object) -> Iterator[object]:
-    context = browser_.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
-
-
-@pytest.fixture(scope="module")
-def browser_(server: str) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def _shot(page: object, name: str) -> None:
@@ -155,10 +119,10 @@ def test_tags_link_to_the_tag_filter_and_views_split_the_list(page, server, inci
     _shot(page, "triage-detail.png")
 
 
-def test_a_long_matching_line_fits_a_phone_screen(browser_, server, incidents):
+def test_a_long_matching_line_fits_a_phone_screen(browser, server, incidents):
     from playwright.sync_api import expect
 
-    context = browser_.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     try:
         page = context.new_page()
         page.goto(f"{server}/ui/incidents?q={SYMBOL}")

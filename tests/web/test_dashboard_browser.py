@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import kb_serve_process
 from tests.service.logs import HEADS, NCCL, vllm_log
-from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS, _need_chromium
+from tests.web.test_browser import _need_chromium, browser  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -61,18 +61,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                               "WHERE occurrences.incident_id = incidents.id)"))
         engine.dispose()
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser(server: str) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_the_dashboard_renders_its_charts(browser, server):
