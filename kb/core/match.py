@@ -72,8 +72,8 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
     a, b = comparable(a), comparable(b)
     if a == b:
         return 100.0
-    whole = _text_similarity(a, b, weights, mix)
     head_a, head_b = _statement(a), _statement(b)
+    whole = _text_similarity(a, b, head_a, head_b, weights, mix)
     if head_a != a and head_b != b:
         # Engines reword the advice and detail after an error between releases ("To allow
         # overriding this maximum, set ..." became "This may lead to incorrect model outputs
@@ -81,16 +81,17 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
         # error whatever follows. A short statement ("CUDA out of memory.") is not enough:
         # the detail after it is what tells such crashes apart.
         if min(len(head_a.split()), len(head_b.split())) >= _STATEMENT_WORDS:
-            whole = max(whole, _STATEMENT_TRUST * _text_similarity(head_a, head_b, weights, mix))
+            whole = max(whole, _STATEMENT_TRUST * _text_similarity(head_a, head_b, head_a, head_b, weights, mix))
     return whole
 
 
-def _text_similarity(a: str, b: str, weights: TermWeights, mix: float) -> float:
+def _text_similarity(a: str, b: str, head_a: str, head_b: str, weights: TermWeights, mix: float) -> float:
+    """The edit-distance similarity scaled by the rare-term overlap; `head_a`/`head_b` are
+    the texts' first sentences (_statement)."""
     ratio = fuzz.ratio(a, b)
     shorter = min(len(a), len(b))
     partial = fuzz.partial_ratio(a, b) if shorter >= 40 else 0.0
     ratio = max(ratio, partial * 0.97)
-    head_a, head_b = _statement(a), _statement(b)
     if min(len(head_a.split()), len(head_b.split())) >= _STATEMENT_WORDS:
         # the same error wrapped in more words by another engine or launcher; only the
         # statement counts here, not the advice that follows ("Try increasing ...")
