@@ -99,4 +99,3 @@ class Rejoiner:
             return False
         frame = FRAME.match(parse_line(0, self._text, self.profile).body)
         return frame is not None and frame["func"] is not None
-

@@ -254,6 +254,7 @@ def _group(found: list[Found]) -> list[Group]:
         else:
             key = (event.exception.rsplit(".", 1)[-1], message_template(event.message)[:160])
         tier, reason = _classify(item, diagnosed)
+        printed_at = event.line_number or 0  # before a richer copy takes the group's first line
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(item, tier, reason, [], 0)
@@ -266,7 +267,7 @@ def _group(found: list[Found]) -> list[Group]:
         if _BASE[tier] > _BASE[group.tier]:
             group.tier, group.reason = tier, reason
         group.count += 1
-        group.last_line = max(group.last_line, event.line_number or 0)
+        group.last_line = max(group.last_line, printed_at)
         if event.process and event.process not in group.ranks:
             group.ranks.append(event.process)
     return order
@@ -300,7 +301,7 @@ def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> No
     for group in roots:
         # an error that came back later in the log (a second attempt failing the same
         # way) was not recovered from: its last repeat counts
-        line = max(group.first.event.line_number or 0, group.last_line)
+        line = group.last_line
         if line < last_root_line and last_info.get(group.first.key, 0) > line:
             group.recovered = True
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
