@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from itertools import chain
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -206,6 +207,11 @@ def search_text(log: bytes, analysis: dict[str, Any]) -> str:
     return _excerpt([log[a:b] for a, b in spans], _head_only(events))
 
 
+# Bytes kept of one line while streaming: every character _clip_lines keeps, even at four
+# bytes each, so a 200 MB line costs what the excerpt shows of it.
+_KEPT_LINE_BYTES = 4 * MAX_LINE_CHARS
+
+
 def search_text_of_stream(pieces: Iterable[bytes], log_bytes: int, analysis: dict[str, Any]) -> str:
     """search_text of a stored log read as it decompresses, for an upload that streamed
     in and was never held whole: the same excerpt, holding only the lines it keeps (the
@@ -217,10 +223,11 @@ def search_text_of_stream(pieces: Iterable[bytes], log_bytes: int, analysis: dic
     kept: list[list[tuple[int, bytes]]] = [[] for _ in wanted]
     last: deque[tuple[int, bytes]] = deque(maxlen=TAIL_LINES)
     number, index, rest = 0, 0, b""
-    for piece in (*pieces, None):
+    for piece in chain(pieces, (None,)):  # None: the end, to flush the last line
         lines = (rest + piece).split(b"\n") if piece is not None else [rest] if rest else []
-        rest = lines.pop() if piece is not None else b""
+        rest = lines.pop()[:_KEPT_LINE_BYTES] if piece is not None else b""
         for line in lines:
+            line = line[:_KEPT_LINE_BYTES]
             number += 1
             while index < len(wanted) and wanted[index][1] < number:
                 index += 1

@@ -254,6 +254,7 @@ def test_the_excerpt_of_a_streamed_log_is_the_excerpt_of_the_whole(step, trailin
     from kb.db.logsearch import search_text, search_text_of_stream
 
     lines = [f"INFO 12-03 10:00:{n % 60:02d} worker.py:{n}] step {n} " + "x" * (n * 37 % 180) for n in range(30000)]
+    lines[29990] = "é" * 50_000 + " a line far longer than the excerpt keeps"
     lines[21000:21000] = ["Traceback (most recent call last):", '  File "/opt/x/model.py", line 3, in load',
                           "ImportError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: cannot open shared object file"]
     log = ("\n".join(lines) + ("\n" if trailing_newline else "")).encode()
