@@ -11,14 +11,14 @@ def format_analysis(result: Analysis) -> str:
     if root is None:
         out.append("Not captured in this log." if result.verdict == "not_captured" else "No error found in this log.")
     else:
-        title = f"{root.exception}: {root.message}" if root.message else (root.exception or "(exception line missing)")
+        title = root.headline or "(exception line missing)"
         out.append(f"ROOT CAUSE  {title}")
         where = f"line {root.line_number}" if root.line_number else "line ?"
         out.append(f"  process   {root.process or '(main)'}  {where}  confidence {root.confidence:.2f}")
         if len(root.ranks) > 1:
             out.append(f"  repeated  by {len(root.ranks)} processes: {', '.join(root.ranks[:8])}")
         if root.truncated:
-            out.append("  truncated the log ends before the exception line")
+            out.append("  truncated the traceback's exception line is missing or incomplete in this log")
         if root.reason:
             out.append(f"  why       {root.reason}")
         if root.frames:
@@ -51,7 +51,7 @@ def format_analysis(result: Analysis) -> str:
         out.append("")
         out.append("SET ASIDE")
         for event in result.symptoms[:12]:
-            text = f"{event.exception}: {event.message}" if event.message else event.exception
+            text = event.headline
             out.append(f"  [{event.role}] {text.splitlines()[0][:140] if text else ''}")
             out.append(f"      {event.process or '(main)'} line {event.line_number}: {event.reason}")
     out.append("")

@@ -210,7 +210,9 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     width = max(lengths)
     if not _MIN_WRAP_WIDTH <= width <= _MAX_WRAP_WIDTH:
         return None
-    cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)]
+    # a line that holds a whole JSON record (docker's json-file) was not cut
+    cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)
+           and "docker-json" not in peel(text, profile).layers]
     followed = [i for i in cut if i + 1 < len(texts)]
     new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
                   or same_head(texts[i], texts[i + 1]) for i in followed]

@@ -314,14 +314,17 @@ class ContextCollector:
             found = self._phase_from_frames(other_frames or [], engine)
             if found:
                 return found
-        stage_order = ["weight_loading", "kv_cache_profiling", "cuda_graph_capture", "training", "serving"]
-        reached = [phase for number, phase in self.phase_markers if crash_line is None or number <= crash_line]
+        stage_order = ["startup", "weight_loading", "kv_cache_profiling", "cuda_graph_capture", "training", "serving"]
+        # "startup" counts wherever it was printed: the earliest stage, it only says the
+        # launch had begun, or (printed after the crash) that it never finished
+        reached = [phase for number, phase in self.phase_markers
+                   if crash_line is None or number <= crash_line or phase == "startup"]
         if reached:
             return max(reached, key=stage_order.index)
         if engine in ("pytorch", "deepspeed"):  # DeepSpeed / Megatron runs are torch training
             return "training"
-        # an engine that failed before reaching any stage marker failed while starting
-        return "startup" if root is not None and (root.frames or engine) else "unknown"
+        # No stage marker, not even the launch's: an excerpt that does not say when
+        return "unknown"
 
     @staticmethod
     def _phase_from_frames(frames: list, engine: str | None) -> str | None:
@@ -331,6 +334,8 @@ class ContextCollector:
                     if phase == "training" and engine not in (None, "pytorch", "deepspeed", "ray"):
                         continue
                     return phase
+        if frames and all(frame.function == "<module>" for frame in frames):
+            return "startup"  # module-level code only: it failed while importing
         return None
 
     def seconds_to_crash(self, crash_line: int | None) -> tuple[str | None, str | None, float | None]:

@@ -113,7 +113,7 @@ def _fingerprint(exception: str, template: str, frames: list[str], hints: list[H
     if frames:
         hints.append(Hint("frame", " < ".join(frames[-HASHED_FRAMES:]), True,
                           f"the {HASHED_FRAMES} contributing frames nearest the raise join the hash"))
-    signature = f"{exception}: {template}" if template else exception
+    signature = ": ".join(part for part in (exception, template) if part)
     if frames:
         signature += " | " + " < ".join(f.rsplit(":", 1)[-1] for f in reversed(frames[-3:]))
     return Fingerprint(version=VERSION, hash=_digest("\x1f".join(parts)), signature=signature[:400],

@@ -208,6 +208,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     explanation.append("exception type equal" if exc == 100 else f"exception type differs ({query.exception} vs {candidate.exception})")
     explanation.append(f"message {msg:.0f}/100")
     site_is_identity = query.exception in CRASH_SIGNALS or candidate.exception in CRASH_SIGNALS
+    frames = 0.0
     if query.frames and candidate.frames:
         frames = frame_similarity(query.frames, candidate.frames)
         explanation.append(f"frames {frames:.0f}/100")
@@ -231,7 +232,10 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     if exc == 0 and msg < 90:
         core *= 0.7  # different type and a different text: a different crash
     phase_q, phase_c = _known_phase(query.phase), _known_phase(candidate.phase)
-    if (phase_decides(query) or phase_decides(candidate)) and not (phase_q and phase_q == phase_c):
+    # One call stack where it ran out is one phase, whether or not the log names it
+    same_stack = frames >= _SAME_STACK and not (
+        phase_q and phase_c and phase_q != phase_c)
+    if (phase_decides(query) or phase_decides(candidate)) and not (phase_q and phase_q == phase_c) and not same_stack:
         # Running out of memory says what ran out, not why: loading weights, profiling,
         # capturing graphs and a training step run out for different reasons with
         # different fixes, so the phase is part of what the crash is (as the crash site
@@ -298,6 +302,9 @@ def _penalty(a: object, b: object, cost: float, label: str, explanation: list[st
         return 0.0
     explanation.append(f"{label} differs ({a} vs {b})")
     return cost
+
+
+_SAME_STACK = 95.0  # frame similarity at which two stacks are the same code path
 
 
 def _known_phase(phase: str | None) -> str | None:

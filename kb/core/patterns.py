@@ -628,6 +628,19 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
 # crash wins (stages only move forward during a launch). A line is only searched for a
 # marker whose anchors it holds (in any case where the pattern ignores case).
 PHASE_MARKERS: tuple[Rule, ...] = (
+    # What an engine prints as it starts: a crash after it and before any later stage
+    # crashed while starting; a log without it (an excerpt) does not say when.
+    Rule("launch", _r(r"Initializing an LLM engine|Initializing a V1 LLM engine|vLLM API server version|non-default args:|server_args=ServerArgs\(|TensorRT-LLM version:|Starting elastic_operator|starting llama server|text_generation_launcher: Args \{"),
+         "INFO 03-13 09:00:01 [api_server.py:912] vLLM API server version 0.8.0", "the engine is starting",
+         phase="startup", anchors=("Initializing an LLM engine", "Initializing a V1 LLM engine", "vLLM API server version", "non-default args:", "server_args=ServerArgs(",
+                                   "TensorRT-LLM version:", "Starting elastic_operator", "starting llama server",
+                                   "text_generation_launcher: Args {")),
+    # A launcher saying its engine never came up: whatever crashed, it crashed while
+    # starting (the only stage marker that counts though printed after the crash).
+    Rule("failed-to-start", _r(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start|ShardCannotStart|waiting for llama runner to start|Server failed to start"),
+         "ERROR 07-07 15:19:51 [core.py:515] EngineCore failed to start.", "the engine never came up",
+         phase="startup", anchors=("failed to start", "Engine core initialization failed", "ShardCannotStart",
+                                   "waiting for llama runner to start", "Server failed to start")),
     Rule("weight-loading", _r(r"Loading (?:safetensors |pt |)checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"),
          "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read", phase="weight_loading",
          anchors=("Loading ", "Starting to load model", "load_weights", "Load weight begin")),
@@ -655,10 +668,10 @@ PHASE_MARKERS: tuple[Rule, ...] = (
 # A process's entry frames (multiprocessing's _bootstrap, SGLang's run_scheduler_process)
 # are on every stack of that process and name no phase.
 FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
-    (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b"), "cuda_graph_capture"),
+    (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b|capture_(?:begin|end)\b"), "cuda_graph_capture"),
     (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
-    (_r(r"execute_model|event_loop|step_async|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop|add_request|process_inputs|_validate_model_input|create_chat_completion|create_completion|serving_chat|_process_request|handle_generate_request"), "serving"),
+    (_r(r"execute_model|event_loop|step_async|_sample\b|forward_extend|forward_decode|\bgenerate\b|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop|add_request|process_inputs|_validate_model_input|create_chat_completion|create_completion|serving_chat|_process_request|handle_generate_request"), "serving"),
     (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
     (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"), "startup"),
     (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
@@ -667,9 +680,10 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
 # Phase implied by the root cause's message.
 MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"cuda graph|CUDA graph", re.I), "cuda_graph_capture"),
+    (_r(r"Error in model execution|error in forward(?:Async)? function|failed process requests", re.I), "serving"),
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"), "config"),
-    (_r(r"Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|out of bounds|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|out of bounds|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 

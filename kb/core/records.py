@@ -54,6 +54,12 @@ class ErrorEvent:
     reason: str | None = None  # why the event got its role (shown to the user)
     ranks: list[str] = field(default_factory=list)
 
+    @property
+    def headline(self) -> str:
+        """`Type: message` as printed; either part alone when the other is missing (a
+        traceback whose exception line lost its type, a bare exception)."""
+        return ": ".join(part for part in (self.exception, self.message) if part)
+
 
 @dataclass(slots=True)
 class Gpu:

@@ -196,10 +196,15 @@ def _confidence(best: Group, ranked: list[Group], scores: dict[int, float]) -> f
     return round(_CONFIDENCE[best.tier] * (0.75 + 0.25 * margin / _FULL_MARGIN), 3)
 
 
+def _states_only_code(event: ErrorEvent) -> bool:
+    """A message that is the failing statement (a bare assert's), not words of its own."""
+    return bool(event.frames) and event.message == (event.frames[-1].code or None)
+
+
 def _score(group: Group) -> float:
     event = group.first.event
     score = _BASE[group.tier]
-    if group.tier.startswith("root") and not event.message.strip():
+    if group.tier.startswith("root") and (not event.message.strip() or _states_only_code(event)):
         score -= 35  # a bare `AssertionError` says less than the error logged before it
     if group.first.level == "WARNING":
         score -= 45
@@ -368,7 +373,7 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
     if event.truncated:
         if item.inferred:
             return "root-inferred", "the log ends inside the traceback; the type comes from the `raise` line"
-        return "truncated", "the log ends inside this traceback: its exception line is missing"
+        return "truncated", event.reason or "the log ends inside this traceback: its exception line is missing"
     if event.kind in ("cpp", "cuda", "native", "signal", "oom_kill") or (event.kind == "python" and event.reason):
         return "root-rule", event.reason or "error line"
     if item.in_traceback:

@@ -62,6 +62,9 @@ class _Stream:
     cpp: Found | None = None
     pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
     bare: Found | None = None  # `RuntimeError:` alone: an exception only if its text follows, indented
+    indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
+    untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
+    untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Extractor:
                 self._close_truncated(key, stream)
         for found in self.found:  # messages are complete only now (continuation lines)
             _unwrap_validation_error(found.event)
+            _assert_statement(found.event)
         return self.found
 
     # ----------------------------------------------------------------------------------
@@ -167,6 +171,8 @@ class Extractor:
         assert frames is not None
         match = P.FRAME.match(body)
         if match:
+            stream.indented_frames = body[:1] in (" ", "\t")
+            stream.untyped_tail, stream.untyped_lines = None, 0  # more frames: that line was not the last
             if len(frames) < _MAX_FRAMES:
                 frames.append(Frame(match["file"], (match["func"] or "?").strip(), int(match["line"])))
             else:
@@ -184,6 +190,16 @@ class Extractor:
         if not body.startswith((" ", "\t")) and _states_error(stripped):
             self._close_truncated(line.key, stream)  # a native crash banner cut the traceback short
             return False
+        if frames and stream.indented_frames and frames[-1].code is not None and not body.startswith((" ", "\t")):
+            # Code is indented under an indented `File` line; an unindented line after it
+            # is where Python prints the exception. Without `Type: ` (a paste that cut
+            # it) it is the message, if the traceback ends there and nothing else (a
+            # progress bar, another record) was printed in between.
+            if not _PROGRESS.search(stripped):  # a redrawn progress bar, whoever drew it, is not
+                stream.untyped_lines += 1
+                if line.level in (None, _tb_level(stream)):
+                    stream.untyped_tail = stripped[:1000]
+            return True
         if frames and (body.startswith((" ", "\t")) or not body[:1].isupper()):
             last = frames[-1]
             if last.code is None:
@@ -233,12 +249,17 @@ class Extractor:
         exception, message, inferred = "", "", False
         code = frames[-1].code or ""
         raise_match = P.RAISE_CALL.match(code)
-        if raise_match:
+        untyped = stream.untyped_tail if stream.untyped_lines == 1 else None
+        stream.untyped_tail, stream.untyped_lines = None, 0
+        if untyped:
+            message = untyped
+        elif raise_match:
             exception, message, inferred = raise_match["exc"], (raise_match["msg"] or "").strip(), True
         elif stream.tb_header:
             message = _stated_in_header(stream.tb_header)
         event = ErrorEvent(exception=exception, message=message, process=_key_label(key), frames=list(frames),
-                           line_number=tb_line.number if tb_line else None, truncated=True, kind="python")
+                           line_number=tb_line.number if tb_line else None, truncated=True, kind="python",
+                           reason="the traceback ends with its exception's message, the type cut off" if untyped else None)
         found = Found(event, tb_line.level if tb_line else None, tb_line.timestamp if tb_line else None,
                       None, header=stream.tb_header, in_traceback=True, inferred=inferred)
         self._chain(stream, found)
@@ -673,6 +694,22 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
         event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
         event.exception = "ValueError" if match.group(1) == "Value" else "AssertionError"
         event.message = match.group(2).strip()
+
+
+_PROGRESS = lazy(r"\d+%\||[\d.]+\s*(?:it/s|s/it)\]")  # tqdm's bar or rate
+
+
+def _tb_level(stream: _Stream) -> str | None:
+    return stream.tb_line.level if stream.tb_line else None
+
+
+def _assert_statement(event: ErrorEvent) -> None:
+    """A bare `AssertionError` says nothing; the failing `assert` statement, which
+    Python prints as the last frame's code, is what identifies it."""
+    if (event.kind == "python" and not event.message.strip() and event.frames
+            and event.exception.rpartition(".")[2] == "AssertionError"
+            and (event.frames[-1].code or "").startswith("assert ")):
+        event.message = event.frames[-1].code or ""
 
 
 def quoted_error(text: str) -> ErrorEvent | None:

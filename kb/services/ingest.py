@@ -195,7 +195,7 @@ def title_for(analysis: Analysis) -> str:
     message, not "logged error: ..."; long titles end at a word, with an ellipsis."""
     event = analysis.root_cause or next(iter(analysis.symptoms), None)
     if not analysis.identifies and event is not None:
-        said = event.message if event.exception == LOGGED_ERROR else f"{event.exception}: {event.message}"
+        said = event.message if event.exception == LOGGED_ERROR else event.headline
         return short_title(redact_field(f"Cause not captured: {said}"))
     signature = (analysis.fingerprint.signature or "").split(" | ")[0].strip()
     if signature.startswith(f"{LOGGED_ERROR}: "):
@@ -203,7 +203,7 @@ def title_for(analysis: Analysis) -> str:
     if signature and signature != ":":
         return short_title(redact_field(signature))
     if analysis.root_cause is not None:
-        return short_title(redact_field(f"{analysis.root_cause.exception}: {analysis.root_cause.message}"))
+        return short_title(redact_field(analysis.root_cause.headline))
     return "Crash without a recognizable error"
 
 

@@ -66,6 +66,33 @@ MUST_NOT_MERGE = [
 ]
 
 
+_LOADER_STACK = ["vllm/model_executor/model_loader/default_loader.py:load_weights",
+                 "vllm/model_executor/layers/linear.py:weight_loader"]
+_STEP_STACK = ["transformers/trainer.py:training_step", "torch/_tensor.py:backward"]
+MUST_NOT_MERGE += [
+    # out of memory in two call stacks, the phase unknown on both sides: two places, two causes
+    (dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB."),
+                         frames=_LOADER_STACK),
+     dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB."),
+                         frames=_STEP_STACK)),
+    # one call stack, but phases that disagree: not the same for sure
+    (dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.",
+                                phase="weight_loading"), frames=_LOADER_STACK),
+     dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.",
+                                phase="serving"), frames=_LOADER_STACK)),
+]
+
+
+def test_out_of_memory_in_one_call_stack_is_known_though_no_log_names_the_phase():
+    """The call stack where memory ran out is the phase, whether or not the log says it."""
+    a = dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB."),
+                            frames=_LOADER_STACK)
+    b = dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.50 GiB."),
+                            frames=_LOADER_STACK, phase="weight_loading")
+    assert score(a, b, WEIGHTS).status == "known"
+    assert score(a, dataclasses.replace(a, frames=[]), WEIGHTS).status != "known"
+
+
 @pytest.mark.parametrize("first,second", MUST_NOT_MERGE, ids=lambda c: c.message_template[:30])
 def test_crashes_with_other_causes_are_never_known_to_each_other(first, second):
     for a, b in ((first, second), (second, first)):

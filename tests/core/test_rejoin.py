@@ -45,3 +45,26 @@ def test_a_cut_inside_a_word_joins_even_when_the_rest_starts_with_a_level_word()
     # a record header that says more than a level word still starts a record
     record = "ERROR 05-01 12:00:02 [core.py:9] EngineCore failed to start."
     assert _joined(profile, [cut, record]) == [(1, 1, cut), (2, 2, record)]
+
+
+def test_docker_json_records_of_one_length_are_whole_lines_not_a_terminal_wrap():
+    """Each json-file record is a whole JSON object: two of the same length are a
+    coincidence of a short log, never a terminal's cut."""
+    import json
+
+    from kb.core.analyze import analyze
+
+    def record(line: str, ts: str) -> str:
+        return json.dumps({"log": line + "\n", "stream": "stderr", "time": ts}, separators=(",", ":"))
+
+    code = "    assert layer.qk_head_dim == layer.v_head_dim or self.use_mla"
+    # a path that makes both records as long (the frame's quotes are escaped in JSON)
+    path = "/sgl/srt/triton_backend.py"
+    path = "/sgl" + "x" * (len(code) - len(f'File "{path}", line 741, in f') - 2) + path[4:]
+    frame = f'File "{path}", line 741, in f'
+    lines = [record(frame, "2025-11-02T08:14:51.153486819Z"), record(code, "2025-11-02T08:14:51.190663970Z"),
+             record("AssertionError", "2025-11-02T08:14:51.211071614Z")]
+    assert len(lines[0]) == len(lines[1])
+    assert Profile.learn(lines).wrap_width is None
+    root = analyze("\n".join(lines).encode() + b"\n").root_cause
+    assert (root.exception, root.message) == ("AssertionError", code.strip())
