@@ -21,6 +21,7 @@ from sqlalchemy import ARRAY, Engine, String, bindparam, cast, func, select, tru
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
+from kb.db import logsearch
 from kb.db.models import Incident, IncidentFacet, Occurrence
 from kb.db.repositories import HEAD_COLUMNS, IncidentHead, counting, head_from_row, routed
 
@@ -38,7 +39,7 @@ def _statement():
     table = Occurrence.__table__
     # Each value is cast to its column's type: Postgres cannot infer the type of a
     # parameter in a SELECT list (a NULL would arrive as text).
-    values = [cast(bindparam(f"occurrence_{name}", type_=table.c[name].type), table.c[name].type)
+    values = [cast(bindparam(f"o_{name}", type_=table.c[name].type), table.c[name].type)
               for name in OCCURRENCE_COLUMNS if name != "incident_id"]
     occurrence = (postgresql.insert(Occurrence)
                   .from_select(list(OCCURRENCE_COLUMNS), select(head.c.id, *values))
@@ -69,9 +70,14 @@ def _driver_sql() -> tuple[str, dict[str, Any]]:
     constants = {k: v for k, v in params.items() if v is not None}
     placeholders = statement.params({k: None for k in params if k not in constants})
     sql = str(placeholders.compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
+    # psycopg converts a statement's placeholders once and caches that only for statements
+    # up to MAX_CACHED_STATEMENT_LENGTH: hence the short names (`o_` for the occurrence's
+    # values) and one space for every run of whitespace. (SQLAlchemy renders no literal
+    # here: every value is a parameter, so no string's spacing changes.)
+    sql = " ".join(sql.split())
     # The log travels in binary: no hex encoding of ~60 KB on either side.
-    sql = sql.replace("%(occurrence_log_compressed)s", "%(occurrence_log_compressed)b")
-    assert "%(occurrence_log_compressed)b" in sql, "the log's placeholder changed form"
+    sql = sql.replace("%(o_log_compressed)s", "%(o_log_compressed)b")
+    assert "%(o_log_compressed)b" in sql, "the log's placeholder changed form"
     return sql, {k: v for k, v in constants.items() if f"%({k})" in sql}
 
 
@@ -85,9 +91,10 @@ def store_known_occurrence(engine: Engine, route_key: str, occurrence: dict[str,
     `facets`, all or nothing: (the incident as updated, the occurrence id), or None when
     no live incident has this route (nothing is written then). `engine` must be a
     Postgres engine in autocommit: the statement is its own transaction."""
-    params: dict[str, Any] = {f"occurrence_{name}": value for name, value in occurrence.items()
+    occurrence = logsearch.with_search_vector("postgresql", occurrence)
+    params: dict[str, Any] = {f"o_{name}": value for name, value in occurrence.items()
                               if name != "incident_id"}
-    params["occurrence_analysis"] = Jsonb(params["occurrence_analysis"], dumps=_json)
+    params["o_analysis"] = Jsonb(params["o_analysis"], dumps=_json)
     ordered = sorted(facets)
     params.update(_CONSTANTS, route_key=route_key, seen_at=seen_at,
                   facet_kinds=[k for k, _ in ordered], facet_values=[v for _, v in ordered])

@@ -29,16 +29,19 @@ Terms are substrings, not words, because what people paste from a crash is a fil
   Triggers keep it in step with the table (insert, delete, update of search_text); a
   later migration that rebuilds `occurrences` in SQLite's batch mode drops them, and
   must run create_index again (after `DROP TABLE occurrence_search`).
-- PostgreSQL: a GIN index on to_tsvector('simple', PG_DOCUMENT's text): every run of
-  non-alphanumerics becomes a space and a space goes between letters and digits.
-  `simple` neither stems nor drops stop words; the rewriting makes the token stream of a
-  path's tail the same as inside the whole path (the default parser reads
-  `/usr/.../libcuda.so.1` as one `file` token and `libcuda.so.1` as a `host`, which never
-  match) and makes `CUDACachingAllocator` a token of the mangled symbol. A term's tokens
-  (the last one as a prefix, the first left out when it may be the end of a longer
-  token) narrow the rows through the index; an ILIKE per term, its wildcards escaped,
-  then keeps only the literal substring matches. No phrase operator: tsvector positions
-  stop at 16383, beyond which phrases would silently fail in a long excerpt. Unlike the
+- PostgreSQL: a GIN index on occurrences.search_vector, the excerpt's words
+  (search_words): every run of letters and every run of digits, lowercased. Splitting at
+  every non-alphanumeric and between letters and digits makes the tokens of a path's
+  tail the same as inside the whole path (the default parser reads `/usr/.../libcuda.so.1`
+  as one `file` token and `libcuda.so.1` as a `host`, which never match) and makes
+  `CUDACachingAllocator` a token of the mangled symbol. The words are made in Python and
+  cast to a tsvector, without the text search parser; a word's positions only count its
+  repeats (up to RANKED_REPEATS) for ts_rank. An upload pays ~1 ms of Python and a GIN
+  insert, where making them in SQL (regexp_replace and to_tsvector: migration 0007's
+  index) cost ~8 ms of database CPU. A term's tokens (the last one as a prefix, the
+  first left out when it may be the end of a longer token) narrow the rows through the
+  index; an ILIKE per term, its wildcards escaped, then keeps only the literal substring
+  matches. No phrase operator: the positions are not where the words are. Unlike the
   trigrams, a one-token term must start where a token starts (`CachingAllocator` alone
   is not found on Postgres; `CUDACaching`, `cuda20CUDA` and the whole symbol are).
 
@@ -52,7 +55,7 @@ tokens; KB_DB_TIMEOUT bounds such a query like any other.
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 from itertools import chain
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -80,14 +83,11 @@ FTS_TABLE = "occurrence_search"
 # SQLite keeps an FTS5 table's index in shadow tables next to it; they are not models.
 SQLITE_FTS_TABLES = frozenset({FTS_TABLE, *(f"{FTS_TABLE}_{s}" for s in
                                            ("data", "idx", "docsize", "config", "content"))})
-PG_INDEX = "ix_occurrences_search_text_fts"
-# The indexed document: runs of non-alphanumerics become a space, and a space goes
-# between letters and digits (`c104cuda20CUDACachingAllocator9` -> `c 104 cuda 20
-# CUDACachingAllocator 9`), so a part of a mangled symbol or a versioned name is a token.
-PG_DOCUMENT = ("to_tsvector('simple'::regconfig, regexp_replace(regexp_replace(search_text, "
-               "'[^[:alnum:]]+', ' ', 'g'), '([[:alpha:]](?=[[:digit:]])|[[:digit:]](?=[[:alpha:]]))', "
-               "'\\1 ', 'g'))")
-_WORDS = re.compile(r"[^\W\d_]+|\d+")  # the same tokens, for the query side
+PG_INDEX = "ix_occurrences_search_vector"
+MAX_WORD_CHARS = 200  # longer runs (a blob's) are not indexed: a tsvector word stops at 2 KB
+RANKED_REPEATS = 4
+_POSITIONS = ["", *(",".join(map(str, range(1, n + 1))) for n in range(1, RANKED_REPEATS + 1))]
+_WORDS = re.compile(r"[^\W\d_]+|\d+")  # runs of letters, runs of digits
 
 SQLITE_DDL = (
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(search_text, content='occurrences', "
@@ -107,7 +107,7 @@ SQLITE_DROP = (
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_au", f"DROP TRIGGER IF EXISTS {FTS_TABLE}_ad",
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_ai", f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
-PG_DDL = (f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON occurrences USING gin ({PG_DOCUMENT})",)
+PG_DDL = (f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON occurrences USING gin (search_vector)",)
 PG_DROP = (f"DROP INDEX IF EXISTS {PG_INDEX}",)
 
 
@@ -262,6 +262,31 @@ def _excerpt(spans: list[bytes], head_only: bool) -> str:
     return "\n".join(parts[i] for i in sorted(parts))
 
 
+def search_words(text_: str | None) -> str | None:
+    """The search vector of an excerpt, as tsvector text: its distinct words, lowercased
+    (module docstring). None for no text."""
+    if text_ is None:
+        return None
+    # No word spans whitespace, and a log repeats most whitespace-separated pieces: the
+    # regex reads each distinct piece once (a third of the work on a typical excerpt).
+    counts: Counter[str] = Counter()
+    for piece, times in Counter(text_.lower().split()).items():
+        for word in _WORDS.findall(piece):
+            counts[word] += times
+    # How often a word occurs, as that many positions (up to RANKED_REPEATS): what
+    # ts_rank counts, so a log that says it more often ranks higher, as with bm25
+    return " ".join(f"{word}:{_POSITIONS[min(times, RANKED_REPEATS)]}"
+                    for word, times in counts.items() if len(word) <= MAX_WORD_CHARS)
+
+
+def with_search_vector(dialect: str, values: dict[str, Any]) -> dict[str, Any]:
+    """An occurrence's column values with the search vector its excerpt makes, on the
+    database that indexes one (Postgres; SQLite's FTS5 reads search_text itself)."""
+    if dialect == "postgresql" and "search_text" in values:
+        return {**values, "search_vector": search_words(values["search_text"])}
+    return values
+
+
 # ---- querying ----------------------------------------------------------------------
 
 
@@ -295,9 +320,7 @@ def ranked_occurrences(dialect: str, terms: Sequence[str]) -> Select[Any]:
                        literal_column(f"{FTS_TABLE}.rank").label("score"))
                 .select_from(_FTS.join(Occurrence.__table__, Occurrence.id == _FTS.c.rowid))
                 .where(fts.op("MATCH")(match)))
-    # The index's own expression, as SQL text: the planner uses the GIN index only for
-    # the very expression it was built on.
-    document = literal_column(PG_DOCUMENT.replace("search_text", "occurrences.search_text"))
+    document = Occurrence.search_vector
     literal = [Occurrence.search_text.ilike(f"%{_like_literal(t)}%", escape="\\") for t in terms]
     tokens = [_pg_tsquery(t) for t in terms]
     wanted = " & ".join(t for t in tokens if t)
@@ -314,7 +337,7 @@ def _pg_tsquery(term: str) -> str:
     """The tokens of one term as a tsquery, AND-ed: a necessary condition for the
     literal match. The last token may be the start of a longer one (`:*`); the first
     may be the end of one, so it is left out when others remain."""
-    words = [w.lower() for w in _WORDS.findall(term)]
+    words = [w for w in _WORDS.findall(term.lower()) if len(w) <= MAX_WORD_CHARS]
     if len(words) > 1 and term[:1].isalnum():
         words = words[1:]
     if not words:

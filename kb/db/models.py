@@ -31,7 +31,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -226,6 +226,9 @@ class Occurrence(Base):
     # What log search indexes of the redacted log: all of a small log, a bounded excerpt
     # of a large one (kb.db.logsearch). NULL: not indexed.
     search_text: Mapped[str | None] = mapped_column(Text)
+    # Its words, which Postgres indexes (kb.db.logsearch.search_words). NULL on
+    # SQLite, whose FTS5 table indexes search_text.
+    search_vector: Mapped[str | None] = mapped_column(TSVECTOR().with_variant(Text(), "sqlite"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     __table_args__ = (

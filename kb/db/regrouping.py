@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Row, delete, select, update
 from sqlalchemy.orm import Session
 
+from kb.db import logsearch
 from kb.db.models import Incident, IncidentFacet, IncidentMerge, Occurrence
 
 BATCH = 200
@@ -43,6 +44,7 @@ def stored_occurrences(session: Session, incident_id: int, batch: int = BATCH) -
 
 
 def update_occurrence(session: Session, occurrence_id: int, values: dict[str, Any]) -> None:
+    values = logsearch.with_search_vector(session.get_bind().dialect.name, values)
     session.execute(update(Occurrence).where(Occurrence.id == occurrence_id).values(**values))
 
 

@@ -436,12 +436,13 @@ class Repository:
 
     def add_occurrence(self, values: dict[str, Any]) -> int:
         """Insert one occurrence (a Core insert: the log never enters the ORM)."""
+        values = logsearch.with_search_vector(self.dialect, values)
         return self.s.connection().execute(_ADD_OCCURRENCE, values).scalar_one()
 
     def occurrences_of(self, incident_id: int, limit: int = 50) -> list[Occurrence]:
         # Load the context columns only: the analysis and the log stay on disk.
         cols = [c for c in Occurrence.__table__.columns
-                if c.name not in {"analysis", "log_compressed", "search_text"}]
+                if c.name not in {"analysis", "log_compressed", "search_text", "search_vector"}]
         rows = self.s.execute(select(*cols).where(Occurrence.incident_id == incident_id)
                               .order_by(Occurrence.created_at.desc(), Occurrence.id.desc())
                               .limit(limit)).mappings().all()
@@ -450,7 +451,8 @@ class Repository:
     def occurrence_by_idempotency_key(self, key: str) -> Occurrence | None:
         """The occurrence an earlier upload with this Idempotency-Key stored (unique
         index), with its analysis but without the log."""
-        cols = [c for c in Occurrence.__table__.columns if c.name not in {"log_compressed", "search_text"}]
+        cols = [c for c in Occurrence.__table__.columns
+                if c.name not in {"log_compressed", "search_text", "search_vector"}]
         row = self.s.execute(select(*cols).where(Occurrence.idempotency_key == key)
                              ).mappings().first()
         return Occurrence(**dict(row)) if row is not None else None

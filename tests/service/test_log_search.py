@@ -167,7 +167,8 @@ def test_a_large_log_indexes_its_head_events_and_tail_only():
     assert "buried_marker_in_the_middle" not in text
 
 
-def test_0007_indexes_the_logs_stored_before_it(fresh_db_url):
+def test_the_upgrade_indexes_the_logs_stored_before_search_existed(fresh_db_url):
+    """0007 cuts the excerpts of stored logs, 0010 makes Postgres' search vectors of them."""
     db = Database(fresh_db_url, pool_size=1)
     try:
         migrate.upgrade(db.engine, "0006")
@@ -183,7 +184,7 @@ def test_0007_indexes_the_logs_stored_before_it(fresh_db_url):
                 "10, 2, 0, CURRENT_TIMESTAMP)"),
                 {"analysis": json.dumps({"lines": 2}),
                  "log": compress_log(f"start\nOSError: {LIBCUDA}: cannot open\n".encode())})
-        migrate.upgrade(db.engine, "0007")
+        migrate.upgrade(db.engine)
         with db.read() as session:
             from kb.db.repositories import Repository
 

@@ -28,6 +28,27 @@ depends_on = None
 
 BATCH = 200
 
+# The index as this revision made it (kb.db.logsearch indexes another way since 0010).
+PG_INDEX_0007 = "ix_occurrences_search_text_fts"
+PG_DOCUMENT_0007 = ("to_tsvector('simple'::regconfig, regexp_replace(regexp_replace(search_text, "
+                    "'[^[:alnum:]]+', ' ', 'g'), '([[:alpha:]](?=[[:digit:]])|[[:digit:]](?=[[:alpha:]]))', "
+                    "'\\1 ', 'g'))")
+
+
+def _create_index(connection: sa.Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        logsearch.create_index(connection)  # the FTS5 table: unchanged since
+    else:
+        connection.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {PG_INDEX_0007} ON occurrences "
+                                   f"USING gin ({PG_DOCUMENT_0007})"))
+
+
+def _drop_index(connection: sa.Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        logsearch.drop_index(connection)
+    else:
+        connection.execute(sa.text(f"DROP INDEX IF EXISTS {PG_INDEX_0007}"))
+
 
 def _backfill(connection: sa.Connection) -> None:
     last_id = 0
@@ -53,11 +74,11 @@ def upgrade() -> None:
     with op.batch_alter_table("occurrences") as batch:
         batch.add_column(sa.Column("search_text", sa.Text(), nullable=True))
     connection = op.get_bind()
-    logsearch.create_index(connection)
+    _create_index(connection)
     _backfill(connection)
 
 
 def downgrade() -> None:
-    logsearch.drop_index(op.get_bind())
+    _drop_index(op.get_bind())
     with op.batch_alter_table("occurrences") as batch:
         batch.drop_column("search_text")
