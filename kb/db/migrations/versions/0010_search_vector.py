@@ -52,7 +52,7 @@ def upgrade() -> None:
     if connection.dialect.name == "postgresql":
         _backfill(connection)
         connection.execute(sa.text(f"DROP INDEX IF EXISTS {PG_INDEX_0007}"))
-        pass
+        connection.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON occurrences USING gin (search_vector)"))
 
 
 def downgrade() -> None:
