@@ -190,7 +190,8 @@ class Extractor:
         if not body.startswith((" ", "\t")) and _states_error(stripped):
             self._close_truncated(line.key, stream)  # a native crash banner cut the traceback short
             return False
-        if frames and stream.indented_frames and frames[-1].code is not None and not body.startswith((" ", "\t")):
+        if (exc is None and frames and stream.indented_frames and frames[-1].code is not None
+                and not body.startswith((" ", "\t"))):
             # Code is indented under an indented `File` line; an unindented line after it
             # is where Python prints the exception. Without `Type: ` (a paste that cut
             # it) it is the message, if the traceback ends there and nothing else (a
