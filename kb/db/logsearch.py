@@ -36,8 +36,8 @@ Terms are substrings, not words, because what people paste from a crash is a fil
   as one `file` token and `libcuda.so.1` as a `host`, which never match) and makes
   `CUDACachingAllocator` a token of the mangled symbol. The words are made in Python and
   cast to a tsvector, without the text search parser; a word's positions only count its
-  repeats (up to RANKED_REPEATS) for ts_rank. An upload pays ~1 ms of Python and a GIN
-  insert, where making them in SQL (regexp_replace and to_tsvector: migration 0007's
+  repeats (up to RANKED_REPEATS) for ts_rank. An upload pays ~1.3 ms of Python (a 24 KB
+  excerpt) and a GIN insert, where making them in SQL (regexp_replace and to_tsvector: migration 0007's
   index) cost ~8 ms of database CPU. A term's tokens (the last one as a prefix, the
   first left out when it may be the end of a longer token) narrow the rows through the
   index; an ILIKE per term, its wildcards escaped, then keeps only the literal substring
@@ -263,12 +263,13 @@ def _excerpt(spans: list[bytes], head_only: bool) -> str:
 
 
 def search_words(text_: str | None) -> str | None:
-    """The search vector of an excerpt, as tsvector text: its distinct words, lowercased
-    (module docstring). None for no text."""
+    """The search vector of an excerpt, as tsvector text: its words, lowercased, each
+    with as many positions as it has repeats, up to RANKED_REPEATS (module docstring).
+    None for no text."""
     if text_ is None:
         return None
     # No word spans whitespace, and a log repeats most whitespace-separated pieces: the
-    # regex reads each distinct piece once (a third of the work on a typical excerpt).
+    # regex reads each distinct piece once.
     counts: Counter[str] = Counter()
     for piece, times in Counter(text_.lower().split()).items():
         for word in _WORDS.findall(piece):
