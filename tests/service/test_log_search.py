@@ -52,8 +52,9 @@ def test_paths_file_names_and_mangled_symbols_printed_in_a_log_are_found(client)
 
 
 def test_results_are_ranked_text_matches_first_then_the_best_log_match(client):
-    once = upload(client, with_lines(vllm_log(**NCCL), "warning: zebrafish watchdog")).json()
+    # the log that says it more often first: newer would otherwise break the tie
     often = upload(client, with_lines(vllm_log(**HEADS), *["zebrafish watchdog fired"] * 6)).json()
+    once = upload(client, with_lines(vllm_log(**NCCL), "warning: zebrafish watchdog")).json()
     titled = upload(client, vllm_log(exception="ZebrafishError", message="zebrafish stalled")).json()
     ids = [i["id"] for i in search(client, "zebrafish")["items"]]
     assert ids == [titled["incident"]["id"], often["incident"]["id"], once["incident"]["id"]]
