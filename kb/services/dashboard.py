@@ -17,7 +17,7 @@ from functools import lru_cache
 from kb.core.gpus import gpu_family
 from kb.db import dashboard as dashboard_queries
 from kb.db.session import Database
-from kb.services.ingest import incident_url
+from kb.services.answers import incident_url
 
 WEEK_DAYS = 7
 TOP_INCIDENTS = 10

@@ -17,119 +17,52 @@ transaction rolls back whole and the retry finds the winner's occurrence.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import msgspec
 from sqlalchemy.exc import IntegrityError
 
-from kb.core import textlog
 from kb.core.analyze import analyze, analyze_for_storage
 from kb.core.gpus import gpu_family
-from kb.core.match import SIMILAR_THRESHOLD
 from kb.core.records import Analysis, CrashFeatures
-from kb.core.redact import redact_field
 from kb.db import logsearch
 from kb.db.known_upload import store_known_occurrence
 from kb.db.logcodec import compress_log, decompressed_pieces
-from kb.db.models import Incident, Occurrence, utcnow
+from kb.db.models import utcnow
 from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
-from kb.services.advice import advise, where_at, where_of
-from kb.services.errors import InvalidInput, NotText, TooLarge
+from kb.services.advice import advise, where_of
+from kb.services.answers import _similar, analysis_dict, incident_ref, incident_url, title_for
 from kb.services.notifications import Notifier, spike_after_fast_store
 from kb.services.matching import (
-    MatchOutcome,
     exact_match,
     find_match,
     route_key,
-    similar_incidents,
     unique_route,
 )
+from kb.services.replay import _replay, replayed_upload
 from kb.services.ruleset import ruleset
 from kb.services.upload_events import StoredUpload, record_upload_events
+from kb.services.upload_form import clip, prepare_log
 from kb.services.views import (
-    OVERRIDE_FIELDS,
-    IncidentRef,
     MatchView,
     OccurrenceRef,
     Overrides,
-    SimilarView,
     UploadResult,
 )
 
-SIMILAR_SHOWN = 5
-FAILURES = ("exit", "hang", "not_ready")  # why `kb run` uploaded
-IDEMPOTENCY_KEY_MAX = 200
-
-
-def prepare_log(data: bytes, max_bytes: int) -> bytes:
-    """The upload as text bytes (kb.core.textlog), its refusal as the service error
-    whose HTTP status says why: 400 empty, 413 too large, 422 not text."""
-    try:
-        return textlog.prepare_log(data, max_bytes)
-    except textlog.EmptyLog as exc:
-        raise InvalidInput(str(exc)) from None
-    except textlog.LogTooLarge as exc:
-        raise TooLarge(str(exc)) from None
-    except textlog.LogRejected as exc:
-        raise NotText(str(exc)) from None
-
-
-def clip(value: str | None, size: int) -> str | None:
-    """Fit a value from the log into its column (Postgres enforces lengths)."""
-    return value[:size] if value else value
-
-
-# Integer overrides and the values they may take (the OpenAPI schema says the same).
-INTEGER_OVERRIDES = {"gpu_count": (0, 1_000_000), "tp": (0, 1_000_000), "dp": (0, 1_000_000),
-                     "pp": (0, 1_000_000), "ep": (0, 1_000_000), "exit_code": (-(2**31), 2**31 - 1)}
-_LENGTHS = {"command": 1000, "cuda_visible_devices": 200, "torch_version": 60}
-
-
-def parse_overrides(values: Mapping[str, Any]) -> Overrides:
-    parsed: dict[str, Any] = {}
-    for name in OVERRIDE_FIELDS:
-        raw = values.get(name)
-        if raw is None:
-            continue
-        text = str(raw).strip()
-        if not text:
-            continue
-        if name in INTEGER_OVERRIDES:
-            try:
-                parsed[name] = int(text)
-            except ValueError:
-                raise InvalidInput(f"{name} must be an integer, got {text[:40]!r}") from None
-            low, high = INTEGER_OVERRIDES[name]
-            if not low <= parsed[name] <= high:
-                raise InvalidInput(f"{name} is out of range: {parsed[name]}")
-        elif name == "failure":
-            if text not in FAILURES:
-                raise InvalidInput(f"failure must be one of {', '.join(FAILURES)}, "
-                                   f"got {text[:40]!r}")
-            parsed[name] = text
-        else:
-            # Every text field is stored and shown: the command line `kb run` sends
-            # (`env HF_TOKEN=... vllm serve --api-key ...`) most of all. Redacted whole,
-            # then cut to its column (a cut could leave half a secret a rule misses).
-            parsed[name] = redact_field(text)[:_LENGTHS.get(name, 300)]
-    return Overrides(**parsed)
-
-
-def check_idempotency_key(raw: str | None) -> str | None:
-    """The Idempotency-Key header as stored: None when absent or blank, else printable
-    ASCII of at most IDEMPOTENCY_KEY_MAX characters (400 otherwise)."""
-    key = redact_field((raw or "").strip())
-    if not key:
-        return None
-    if len(key) > IDEMPOTENCY_KEY_MAX:
-        raise InvalidInput(f"Idempotency-Key is longer than {IDEMPOTENCY_KEY_MAX} characters")
-    if not key.isascii() or not key.isprintable():
-        raise InvalidInput("Idempotency-Key must be printable ASCII")
-    return key
+# Moved to their own modules (the upload's form, its answer, the replay) and still
+# importable from here as kb.services.ingest.<name>:
+from kb.services.answers import LOGGED_ERROR, SIMILAR_SHOWN, TITLE_CHARS, short_title  # noqa: F401
+from kb.services.upload_form import (  # noqa: F401
+    FAILURES,
+    IDEMPOTENCY_KEY_MAX,
+    INTEGER_OVERRIDES,
+    OVERRIDE_FIELDS,
+    check_idempotency_key,
+    parse_overrides,
+)
 
 
 def analyze_log(data: bytes, overrides: Overrides) -> tuple[Analysis, CrashFeatures]:
@@ -153,65 +86,6 @@ def with_overrides(analysis: Analysis, overrides: Overrides) -> tuple[Analysis, 
     if changed:
         analysis.notes.append(f"set by the uploader: {', '.join(changed)}")
     return analysis, CrashFeatures.from_analysis(analysis)
-
-
-def analysis_dict(analysis: Analysis) -> dict[str, Any]:
-    """Analysis.to_dict, by msgspec's C converter: 20x faster than dataclasses.asdict
-    (0.3 ms an upload). The core keeps asdict: msgspec costs the CLI 20 ms to import,
-    the service has it loaded already (Litestar's serializer)."""
-    return msgspec.to_builtins(analysis)  # type: ignore[no-any-return]
-
-
-def incident_url(base_url: str, incident_id: int) -> str:
-    return f"{base_url.rstrip('/')}/incidents/{incident_id}"
-
-
-def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRef:
-    return IncidentRef(id=incident.id, url=incident_url(base_url, incident.id),
-                       title=incident.title, occurrences=incident.occurrence_count,
-                       first_seen=incident.first_seen, last_seen=incident.last_seen,
-                       slug=incident.slug)
-
-
-TITLE_CHARS = 160
-LOGGED_ERROR = "logged error"  # the analysis' kind for an ERROR line without an exception
-
-
-def short_title(text: str, size: int = TITLE_CHARS) -> str:
-    """`text` on one line, cut at a word boundary with an ellipsis when longer than `size`."""
-    text = " ".join(text.split())
-    if len(text) <= size:
-        return text
-    cut = text[:size - 1]
-    if " " in cut[size // 2:]:
-        cut = cut.rsplit(" ", 1)[0]
-    return cut.rstrip(" ,;:.") + "…"
-
-
-def title_for(analysis: Analysis) -> str:
-    """The title of a new incident, from its root cause (redacted already, and again
-    here: a title is shown everywhere). A log whose cause was not captured says so
-    first, with the wrapper's own words; an ERROR line without an exception is its
-    message, not "logged error: ..."; long titles end at a word, with an ellipsis."""
-    event = analysis.root_cause or next(iter(analysis.symptoms), None)
-    if not analysis.identifies and event is not None:
-        said = event.message if event.exception == LOGGED_ERROR else event.headline
-        return short_title(redact_field(f"Cause not captured: {said}"))
-    signature = (analysis.fingerprint.signature or "").split(" | ")[0].strip()
-    if signature.startswith(f"{LOGGED_ERROR}: "):
-        signature = signature[len(LOGGED_ERROR) + 2:]
-    if signature and signature != ":":
-        return short_title(redact_field(signature))
-    if analysis.root_cause is not None:
-        return short_title(redact_field(analysis.root_cause.headline))
-    return "Crash without a recognizable error"
-
-
-def _similar(repo: Repository, match: MatchOutcome, exclude: int | None) -> list[SimilarView]:
-    picked = [(i, s) for i, s in match.ranked if i != exclude and s.score >= SIMILAR_THRESHOLD]
-    picked = picked[:SIMILAR_SHOWN]
-    titles = repo.titles(i for i, _ in picked)
-    return [SimilarView(i, s.score, titles.get(i, ("?", False))[0]) for i, s in picked]
 
 
 @dataclass(slots=True)
@@ -294,16 +168,6 @@ def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: 
                         attempts=attempts)
 
 
-def replayed_upload(db: Database, idempotency_key: str, *, base_url: str,
-                    candidate_limit: int = 200) -> UploadResult | None:
-    """The answer of the upload already stored under this key, or None (cheap: looked
-    up before the analysis)."""
-    with db.read() as session:
-        repo = Repository(session)
-        first = repo.occurrence_by_idempotency_key(idempotency_key)
-        return _replay(repo, first, base_url, candidate_limit) if first is not None else None
-
-
 def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
                  candidate_limit: int = 200, attempts: int = 4,
                  notifier: Notifier | None = None) -> UploadResult:
@@ -337,30 +201,6 @@ def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
-
-
-def _replay(repo: Repository, first: Occurrence, base_url: str,
-            candidate_limit: int) -> UploadResult:
-    """The answer to a repeated idempotency key: the first upload's incident (where merges
-    have taken it), occurrence, analysis and match verdict; its fixes and recommendation
-    as they stand now. Stores nothing."""
-    incident = repo.incident(repo.live_incident_id(first.incident_id))
-    assert incident is not None  # occurrences are deleted with their incident
-    similar = similar_incidents(repo, incident.id, repo.fingerprints_of(incident.id),
-                                candidate_limit, SIMILAR_SHOWN)
-    status = first.match_status
-    matched_id = incident.id if status == "known" else (
-        similar[0].incident_id if status == "similar" and similar else None)
-    where = where_at(first.engine, first.engine_version, first.model_arch, first.gpu_name)
-    fixes, recommendation = advise(repo, incident, where, "known")
-    return UploadResult(
-        incident=incident_ref(incident, base_url), occurrence=OccurrenceRef(first.id),
-        analysis=first.analysis,
-        match=MatchView(status, matched_id, first.match_score or 0.0,
-                        [f"repeated upload (same Idempotency-Key): the answer of occurrence "
-                         f"#{first.id}; nothing stored again"]),
-        similar=similar, fixes=fixes, recommendation=recommendation, created=False,
-        replayed=True)
 
 
 def _occurrence_values(analysis: Analysis, overrides: Overrides, now: datetime, *,

@@ -18,8 +18,8 @@ from kb.db.logsearch import search_terms
 from kb.db.repositories import VIEWS, Repository
 from kb.db.session import Database
 from kb.services.advice import advise
+from kb.services.answers import incident_url
 from kb.services.errors import InvalidInput, NotFound
-from kb.services.ingest import incident_url
 from kb.services.matching import similar_incidents
 from kb.services.views import (
     CountView,

@@ -57,9 +57,11 @@ from kb.db.models import Incident, IncidentMerge, utcnow
 from kb.db.repositories import Candidate, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import refresh_recommended_path
-from kb.services.ingest import Overrides, analysis_dict, clip, title_for, with_overrides
+from kb.services.answers import analysis_dict, title_for
+from kb.services.ingest import Overrides, with_overrides
 from kb.services.matching import find_match, route_key
 from kb.services.ruleset import ruleset
+from kb.services.upload_form import clip
 
 BY = "reanalysis"  # source_state["by"] of the merge records a re-analysis writes
 SEEN_ON = ("model_arch", "gpu", "gpu_family", "engine_version")  # facets occurrences make

@@ -32,7 +32,7 @@ from kb.core.recommend import PATHS
 from kb.core.records import PHASES
 from kb.db.repositories import VIEWS
 from kb.db.session import Database
-from kb.services import curate, ingest, queries
+from kb.services import curate, ingest, queries, replay, upload_form
 from kb.services.views import (
     FixPatch,
     FixView,
@@ -124,7 +124,7 @@ async def upload_answer(request: Request, state: State, data: bytes | StreamedLo
         return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
                                candidate_limit=settings.match_candidates)
     if idempotency_key:
-        replayed = await in_thread(state, ingest.replayed_upload, db, idempotency_key, base_url=base,
+        replayed = await in_thread(state, replay.replayed_upload, db, idempotency_key, base_url=base,
                                    candidate_limit=settings.match_candidates)
         if replayed is not None:
             return replayed
@@ -248,8 +248,8 @@ UPLOAD_DOC = (
     "Send the log as multipart/form-data in field `log` (`curl -F log=@vllm.log ...`), "
     "or as the raw body (text/plain, application/gzip, or Content-Encoding: gzip). "
     "Optional form fields (or query parameters) override what the log says: "
-    + ", ".join(ingest.OVERRIDE_FIELDS) + " (`failure` is one of "
-    + ", ".join(ingest.FAILURES) + "). Errors: 400 empty or missing log, 413 too "
+    + ", ".join(upload_form.OVERRIDE_FIELDS) + " (`failure` is one of "
+    + ", ".join(upload_form.FAILURES) + "). Errors: 400 empty or missing log, 413 too "
     "large (KB_MAX_UPLOAD_MB), 415 unsupported media type, 422 not a text log, 503 "
     "database unavailable (Retry-After)."
 )
@@ -262,10 +262,10 @@ class UploadOperation(NegotiatedOperation):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        fields = {name: Schema(type=OpenAPIType.STRING) for name in ingest.OVERRIDE_FIELDS}
-        for name, (low, high) in ingest.INTEGER_OVERRIDES.items():
+        fields = {name: Schema(type=OpenAPIType.STRING) for name in upload_form.OVERRIDE_FIELDS}
+        for name, (low, high) in upload_form.INTEGER_OVERRIDES.items():
             fields[name] = Schema(type=OpenAPIType.INTEGER, minimum=low, maximum=high)
-        fields["failure"] = Schema(type=OpenAPIType.STRING, enum=list(ingest.FAILURES))
+        fields["failure"] = Schema(type=OpenAPIType.STRING, enum=list(upload_form.FAILURES))
         self.request_body = RequestBody(required=True, content={
             "multipart/form-data": OpenAPIMediaType(schema=Schema(
                 type=OpenAPIType.OBJECT, required=["log"],
@@ -282,9 +282,9 @@ async def _upload_input(request: Request, held: Reservation,
     settings = settings_of(request.app.state)
     data, fields = await read_upload(request, settings.max_upload_bytes, held, store=store)
     values: dict[str, Any] = {k: v for k, v in request.query_params.items()
-                              if k in ingest.OVERRIDE_FIELDS}
+                              if k in upload_form.OVERRIDE_FIELDS}
     values.update(fields)
-    return data, ingest.parse_overrides(values)
+    return data, upload_form.parse_overrides(values)
 
 
 @post("/incidents", guards=[require_token], request_max_body_size=None,
@@ -295,7 +295,7 @@ async def _upload_input(request: Request, held: Reservation,
                  **errors(*WRITE_ERRORS, *UPLOAD_ERRORS)})
 async def upload_incident(request: Request, state: State,
                           format: Format = None) -> Response[UploadResult]:
-    key = ingest.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
+    key = upload_form.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     async with budget_of(state).reservation() as held:
         data, overrides = await _upload_input(request, held, store=True)
         result = await upload_answer(request, state, data, overrides, store=True, held=held,

@@ -28,7 +28,7 @@ from litestar.static_files import create_static_files_router
 from kb.core.engines import ENGINES as CORE_ENGINES
 from kb.core.recommend import FIX_KINDS, PATHS
 from kb.core.records import PHASES
-from kb.services import curate, ingest, queries
+from kb.services import curate, queries, upload_form
 from kb.services.errors import InvalidInput, ServiceError
 from kb.services.queries import TIMELINE_DAYS
 from kb.services.streamupload import StreamedLog
@@ -58,7 +58,7 @@ from kb.web.uploads import read_form
 
 HERE = Path(__file__).parent
 ENGINES = tuple(e for e in CORE_ENGINES if e != "other")  # the list filter's choices
-UPLOAD_FORM_FIELDS = frozenset({*ingest.OVERRIDE_FIELDS, "text", "mode"})
+UPLOAD_FORM_FIELDS = frozenset({*upload_form.OVERRIDE_FIELDS, "text", "mode"})
 
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -309,7 +309,7 @@ async def upload_submit(request: Request, state: State) -> Response[str]:
             store = fields.get("mode", "store") != "analyze"
             if store and not may_write(request):
                 return need_token(request)
-            overrides = ingest.parse_overrides(fields)
+            overrides = upload_form.parse_overrides(fields)
             result = await upload_answer(request, state, data, overrides, store=store, held=held)
     except ServiceError as exc:
         form = {k: v for k, v in fields.items() if k != "text"}

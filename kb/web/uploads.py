@@ -12,8 +12,8 @@ from litestar import Request
 from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMultipartParser
 
 from kb.services.errors import InvalidInput, TooLarge, UnsupportedMediaType
-from kb.services.ingest import OVERRIDE_FIELDS
 from kb.services.streamupload import StreamedLog
+from kb.services.views import OVERRIDE_FIELDS
 from kb.web.budget import Reservation
 from kb.web.logbody import READ_ROOM, STREAM_AFTER, STREAM_ROOM, LogBody
 
