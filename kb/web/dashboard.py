@@ -13,6 +13,7 @@ from kb.services import dashboard as dashboard_service
 from kb.services.dashboard import Dashboard
 from kb.services.errors import ServiceError
 from kb.web import charts
+from kb.web.answerforms import NegotiatedOperation
 from kb.web.api import Format, base_url, db_of, errors, in_thread, negotiated
 from kb.web.pages import error_page, render
 
@@ -40,7 +41,7 @@ def dashboard_report(data: dict[str, Any], *, base_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@get("/dashboard", tags=["incidents"], responses=errors(),
+@get("/dashboard", tags=["incidents"], responses=errors(), operation_class=NegotiatedOperation,
      summary="This week's crashes: top incidents and their trend, breakdowns, new vs recurring",
      description="This week is the last 7 UTC days, today included, compared with the 7 "
                  "days before. `regressions` stays empty until incidents record regressions.")

@@ -4,6 +4,8 @@ files, POST /import merges one (kb.services.packs)."""
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated as Q
@@ -39,10 +41,18 @@ class ImportAnswer:
     report: packs.ImportReport
 
 
+# `12,15`, `#12, #15`: what _ids reads, as the document states it (ASCII digits only:
+# int() alone would also take `1_2` and other scripts' digits)
+ID_LIST = r"^\s*(#?[0-9]+\s*)?(,\s*(#?[0-9]+\s*)?)*$"
+_ID_LIST = re.compile(ID_LIST)
+
+
 def _ids(value: str | None) -> list[int] | None:
     if not value:
         return None
     try:
+        if not _ID_LIST.match(value):
+            raise ValueError(value)
         ids = [int(v.strip().lstrip("#")) for v in value.split(",") if v.strip()]
     except ValueError:
         raise InvalidInput("incidents: give incident numbers separated by commas, e.g. 12,15",
@@ -61,7 +71,8 @@ def _ids(value: str | None) -> list[int] | None:
                                   media_type="application/gzip", generate_examples=False),
                 **errors(*WRITE_ERRORS)})
 async def export_pack(state: State, incidents: Q[str | None, QueryParameter(
-        description="only these incidents: numbers separated by commas")] = None) -> Response[bytes]:
+        description="only these incidents: numbers separated by commas",
+        schema_extra={"pattern": ID_LIST})] = None) -> Response[bytes]:
     files = await in_thread(state, packs.export_pack, db_of(state), _ids(incidents),
                             settings_of(state).seeds_dir)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")

@@ -16,7 +16,7 @@ def test_the_document_lists_every_answer_form_and_exact_id_bounds(db):
         raw = client.get("/schema/openapi.json").text
         document = json.loads(raw)
     for path, method in (("/incidents", "get"), ("/incidents", "post"), ("/analyze", "post"),
-                         ("/incidents/{incident_id}", "get")):
+                         ("/incidents/{incident_id}", "get"), ("/dashboard", "get")):
         for status, answer in document["paths"][path][method]["responses"].items():
             assert set(answer["content"]) >= {"application/json", "text/plain", "text/html"}, (path, status)
     parameter = document["paths"]["/incidents/{incident_id}"]["get"]["parameters"][0]
@@ -66,3 +66,25 @@ def test_upload_overrides_are_checked_though_every_form_value_is_text(db):
             answer = upload(client, vllm_log(), **fields)
             assert answer.status_code == 400 and message in answer.json()["detail"], fields
         assert client.get("/incidents").json()["total"] == 0
+
+
+def test_export_takes_exactly_the_incident_lists_its_document_describes(db):
+    """`incidents` is documented by a pattern (ASCII numbers, `#` and spaces allowed) and
+    read by the same rule: what matches is exported, what does not is a 400."""
+    import re
+
+    with api_client(db, api_tokens=("admin-token",)) as client:
+        raw = client.get("/schema/openapi.json").json()
+        pattern = next(p for p in raw["paths"]["/export"]["get"]["parameters"]
+                       if p["name"] == "incidents")["schema"]["pattern"]
+        admin = {"Authorization": "Bearer admin-token"}
+        a, b = (client.post("/incidents", headers=admin, files={"log": ("vllm.log", vllm_log(
+            exception="ValueError", message=f"crash number {n} of the export").encode(), "text/plain")}
+        ).json()["incident"]["id"] for n in (1, 2))
+        for value in (f"{a}", f"#{a}, {b}", f"{a},,{b}", f" {b} "):
+            assert re.match(pattern, value)
+            answer = client.get("/export", params={"incidents": value}, headers=admin)
+            assert answer.status_code == 200, (value, answer.text)
+        for value in ("1_2", "\u0661", "x", "1;2"):
+            assert not re.match(pattern, value)
+            assert client.get("/export", params={"incidents": value}, headers=admin).status_code == 400, value
