@@ -50,6 +50,7 @@ from kb.services.seeding import (
     Seed,
     SeedError,
     fingerprint_examples,
+    load_yaml,
     parse_seed,
     read_seeds,
 )
@@ -246,11 +247,11 @@ def _incident_record(repo: Repository, incident: Incident, fixes: list[Fix],
     return record
 
 
-class _PackDumper(yaml.SafeDumper):
+class _PackDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     """Block style for text with line breaks (logs, summaries, diffs), as seeds are written."""
 
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _str(dumper: Any, value: str) -> yaml.ScalarNode:
     if "\n" in value:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
@@ -295,12 +296,11 @@ def export_pack(db: Database, incident_ids: list[int] | None = None,
         for fix in fixes:
             fixes_by_incident.setdefault(fix.incident_id, []).append(fix)
         outcomes = pack_queries.outcomes_of(session, [f.id for fs in fixes_by_incident.values() for f in fs])
-        out = []
-        for incident in incidents:
-            record = _incident_record(repo, incident, fixes_by_incident.get(incident.id, []),
-                                      outcomes, seed_examples, slugs)  # type: ignore[arg-type]
-            out.append((f"{record['engine']}/{record['slug']}.yaml", dump_record(record)))
-    return out
+        records = [_incident_record(repo, incident, fixes_by_incident.get(incident.id, []),
+                                    outcomes, seed_examples, slugs)  # type: ignore[arg-type]
+                   for incident in incidents]
+    # written after the transaction: YAML costs more than the reads, and holds no lock
+    return [(f"{record['engine']}/{record['slug']}.yaml", dump_record(record)) for record in records]
 
 
 def write_pack(files: list[tuple[str, str]], out_dir: Path) -> None:
@@ -470,7 +470,7 @@ def parse_pack(files: list[tuple[str, bytes]]) -> list[PackEntry]:
             raise InvalidInput(f"{name} ({seed.slug}): slug already used by {slugs[seed.slug]}",
                                field="slug")
         slugs[seed.slug] = name
-        data = yaml.safe_load(raw)
+        data = load_yaml(raw)
         where = f"{name} ({seed.slug})"
         notes = data.get("notes")
         if notes is not None and not isinstance(notes, str):
