@@ -69,8 +69,8 @@ def test_upload_overrides_are_checked_though_every_form_value_is_text(db):
 
 
 def test_export_takes_exactly_the_incident_lists_its_document_describes(db):
-    """`incidents` is documented by a pattern (ASCII numbers, `#` and spaces allowed) and
-    read by the same rule: what matches is exported, what does not is a 400."""
+    """`incidents` is documented by a pattern (ASCII numbers from 1, `#` and spaces allowed)
+    and read by the same rule: what matches is exported, what does not is a 400."""
     import re
 
     with api_client(db, api_tokens=("admin-token",)) as client:
@@ -85,6 +85,6 @@ def test_export_takes_exactly_the_incident_lists_its_document_describes(db):
             assert re.match(pattern, value)
             answer = client.get("/export", params={"incidents": value}, headers=admin)
             assert answer.status_code == 200, (value, answer.text)
-        for value in ("1_2", "\u0661", "x", "1;2"):
+        for value in ("1_2", "\u0661", "x", "1;2", "0", f"{a},0", "1" * 19):
             assert not re.match(pattern, value)
             assert client.get("/export", params={"incidents": value}, headers=admin).status_code == 400, value
