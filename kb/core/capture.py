@@ -77,9 +77,10 @@ ATOMS: tuple[Prefix, ...] = (
     Prefix("compose", lazy(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"),
          "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
          "docker compose prefixes each line with the service name and replica", starts=_ALNUM),
-    Prefix("compose-gutter", lazy(r"^\s*\|\s?(?=\S)"),
+    Prefix("compose-gutter", lazy(r"^\s*\|\s?(?=\S)(?!(?:[^|]*\|){2,}\s*$)"),
          "  | (EngineCore_DP0 pid=6804) ValueError: x",
-         "docker compose / k8s viewers that leave a bare '| ' gutter", starts=" |"),
+         "docker compose / k8s viewers that leave a bare '| ' gutter (a row of an ASCII table, "
+         "'| a | b |', is no gutter: split.py reads its last cell)", starts=" |"),
     Prefix("ray-forward", lazy(r"^\((?P<stream>[^()\s]+(?: pid=\d+)?, ip=\d{1,3}(?:\.\d{1,3}){3}|raylet|gcs_server|autoscaler|dashboard[\w.]*)\) "),
          "(RayWorkerWrapper pid=30507, ip=10.0.0.23) Traceback (most recent call last):",
          "Ray's log monitor forwards a remote actor's output (or a Ray component's: raylet, gcs_server) to the driver",

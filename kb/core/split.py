@@ -65,6 +65,8 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
             text = text[match.end():]
             if prefix.name == "rich-logging":  # the source column right-aligned at the end
                 text = TRAILING_SOURCE.sub("", text)
+            elif prefix.name == "table-row":  # the cell's closing border
+                text = text.rstrip().removesuffix("|")
             stripped = True
             break
         if not stripped:

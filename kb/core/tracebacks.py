@@ -25,6 +25,7 @@ _TERMINATE = lazy(r"terminate called after throwing an instance of '(?P<type>(?:
 _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
 _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
+_TABLE_BORDER = lazy(r"^\+-[-+]*$")
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
 _ESCAPED_NEWLINE = "\\n"
@@ -675,6 +676,8 @@ def _starts_structure(stripped: str) -> bool:
         return True  # ... or the next record of a JSON-lines log
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped) or _OTHER_WRITER.match(stripped):
         return True  # a warning, a progress bar redrawn by another process, another writer's record
+    if _CPP_END.match(stripped) or _TABLE_BORDER.match(stripped):
+        return True  # a native backtrace's frames, the border that closes an ASCII table
     exc = P.EXCEPTION_LINE.match(stripped)
     if exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False):
         return True
