@@ -44,7 +44,7 @@ from kb.db.models import Fix, FixOutcome, Incident, utcnow
 from kb.db.repositories import Repository
 from kb.db.session import Database
 from kb.services.advice import refresh_recommended_path
-from kb.services.errors import InvalidInput
+from kb.services.errors import InvalidInput, NotFound
 from kb.services.seeding import (
     ExamplePrint,
     Seed,
@@ -267,7 +267,7 @@ def dump_record(record: dict[str, Any]) -> str:
 def export_pack(db: Database, incident_ids: list[int] | None = None,
                 seeds_dir: Path | None = None) -> list[tuple[str, str]]:
     """(relative path, YAML text) of each exported incident: all live incidents, or
-    those of `incident_ids` (404-style InvalidInput for an unknown id). Stamps a slug on
+    those of `incident_ids` (NotFound for an unknown id). Stamps a slug on
     each incident that has none (one write transaction), so the export is stable."""
     seed_examples: dict[str, list[tuple[str, str]]] = {}
     if seeds_dir is not None and seeds_dir.is_dir():
@@ -280,9 +280,8 @@ def export_pack(db: Database, incident_ids: list[int] | None = None,
         if incident_ids is not None:
             missing = sorted(set(incident_ids) - {i.id for i in incidents})
             if missing:
-                raise InvalidInput(f"incidents: no live incident {', '.join(f'#{n}' for n in missing)} "
-                                   "(merged ones are exported with the incident they went into)",
-                                   field="incidents")
+                raise NotFound(f"incidents: no live incident {', '.join(f'#{n}' for n in missing)} "
+                               "(merged ones are exported with the incident they went into)")
         # the incidents a chain names need a slug too, exported or not
         linked = [repo.incident(repo.live_incident_id(i.next_incident_id))
                   for i in incidents if i.next_incident_id]

@@ -72,7 +72,7 @@ def _ids(value: str | None) -> list[int] | None:
                  "An incident created by uploads gets its slug at its first export.",
      responses={200: ResponseSpec(bytes, description="a tar.gz of the seed files",
                                   media_type="application/gzip", generate_examples=False),
-                **errors(*WRITE_ERRORS)})
+                **errors(*WRITE_ERRORS, 404)})
 async def export_pack(state: State, incidents: Q[str | None, QueryParameter(
         description="only these incidents: numbers separated by commas",
         schema_extra={"pattern": ID_LIST})] = None) -> Response[bytes]:

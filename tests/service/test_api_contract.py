@@ -85,6 +85,8 @@ def test_export_takes_exactly_the_incident_lists_its_document_describes(db):
             assert re.match(pattern, value)
             answer = client.get("/export", params={"incidents": value}, headers=admin)
             assert answer.status_code == 200, (value, answer.text)
+        unknown = client.get("/export", params={"incidents": f"{a},{b + 1000}"}, headers=admin)
+        assert unknown.status_code == 404 and f"#{b + 1000}" in unknown.json()["detail"]
         for value in ("1_2", "\u0661", "x", "1;2", "0", f"{a},0", "1" * 19):
             assert not re.match(pattern, value)
             assert client.get("/export", params={"incidents": value}, headers=admin).status_code == 400, value

@@ -231,7 +231,8 @@ def test_openapi_schema_states_the_error_answers_and_the_allowed_values(client):
                 ("post", "/analyze"): {"400", "403", "413", "415", "422", "503"},
                 ("get", "/incidents/{incident_id}"): {"400", "404", "503"},
                 ("post", "/incidents/{incident_id}/merge"): {"400", "401", "403", "404", "409", "503"},
-                ("post", "/fixes/{fix_id}/outcomes"): {"400", "401", "403", "404", "503"}}
+                ("post", "/fixes/{fix_id}/outcomes"): {"400", "401", "403", "404", "503"},
+                ("get", "/export"): {"400", "401", "403", "404", "503"}}
     for (method, path), codes in expected.items():
         responses = schema["paths"][path][method]["responses"]
         assert {code for code in responses if code >= "400"} == codes, (method, path)
