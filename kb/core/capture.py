@@ -130,7 +130,7 @@ class Profile:
             if inner and _prefixed_continuations(bodies, inner):
                 profile.inner_wrap_width = inner
                 return profile
-        profile.wrap_width = _wrap_width([clean(line) for line in lines], profile)  # as a terminal shows them
+        profile.wrap_width = _wrap_width([shown(line) for line in lines], profile)
         if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
             profile.heads, profile.head_names = [], []
             profile._learn_heads(list(rejoin(lines, profile.wrap_width)))
@@ -304,7 +304,7 @@ def continues(text: str, width: int) -> bool:
     on a space; a table border ends its own line. Width as the terminal shows the line
     (colour codes take no column)."""
     if "\x1b" in text or "\r" in text:
-        text = clean(text)
+        text = shown(text)
     return len(text) == width and not _ends_with_border(text)
 
 
@@ -322,17 +322,25 @@ def rejoin(lines, width: int):
         yield pending
 
 
-def clean(raw: str) -> str:
-    """Drop ANSI codes and keep what a terminal would show after carriage returns."""
+def shown(raw: str) -> str:
+    """What a terminal shows of a line: no ANSI codes, only what the last carriage return
+    left. The width a terminal wraps at is counted on this."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
-    if raw[:1] == "`":  # a line pasted as markdown code: `RuntimeError: ...`
-        raw = raw.lstrip("`")
     if "\r" in raw:
         raw = raw.rstrip("\r")
         if "\r" in raw:
             parts = [p for p in raw.split("\r") if p.strip()]
             raw = parts[-1] if parts else ""
+    return raw
+
+
+def clean(raw: str) -> str:
+    """The line as shown (see `shown`), without a markdown paste's backticks or a progress
+    bar another writer glued to its head."""
+    raw = shown(raw)
+    if raw[:1] == "`":  # a line pasted as markdown code: `RuntimeError: ...`
+        raw = raw.lstrip("`")
     if "/" in raw and "<" in raw and _GLUE_HINT.search(raw):
         glued = _GLUED_PROGRESS.match(raw)
         if glued is not None:
