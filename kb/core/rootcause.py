@@ -348,7 +348,9 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
     benign = scan.first_rule(P.BENIGN, text) or (item.header and scan.first_rule(P.BENIGN, item.header))
     if benign:
         return "benign", f"{benign.name}: {benign.why}"
-    if item.level == "WARNING" and item.in_traceback:
+    if item.level == "WARNING" and (item.in_traceback or (event.kind == "python" and not item.mention)):
+        # the traceback, or its last line read alone (the pre-filter passes the lines
+        # around another process's error): either way the engine logged it and went on
         return "benign", "logged at WARNING level: the engine recovered from it"
     if id(item) in diagnosed:
         return "symptom", "the cause of a later exception that says what it means (raised from it)"

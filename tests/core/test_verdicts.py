@@ -170,3 +170,25 @@ def test_a_ray_component_check_failure_is_the_cause_behind_the_raylet_died_wrapp
            "(raylet) *** StackTrace Information ***\n")
     root = analyze(log.encode()).root_cause
     assert (root.exception, root.process) == ("fatal check", "raylet")
+
+
+def test_a_recovered_warning_traceback_does_not_outrank_another_process_error_wherever_it_lands():
+    """A recovered WARNING traceback of the engine and the API server's ERROR line
+    interleave as the processes wrote them. Wherever the ERROR line falls (before, inside,
+    after the traceback), the answer is the ERROR line: the pre-filter passes the lines
+    around it, and a WARNING traceback's last line read alone is still logged at WARNING."""
+    prefix = "(EngineCore_DP0 pid=4242) WARNING 05-01 10:00:15 [structured_output/__init__.py:120] "
+    recovered = [prefix + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/structured_output/backend_xgrammar.py", '
+        "line 90, in compile_grammar",
+        "    ctx = self.compiler.compile_json_schema(grammar_spec)",
+        "RuntimeError: [12:01:07] json_schema_converter.cc:823: Check failed: (schema.is<picojson::object>()) is false")]
+    error = "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"
+    answers = set()
+    for at in range(len(recovered) + 1):
+        lines = [START.rstrip("\n"), *recovered[:at], error, *recovered[at:]]
+        root = analyze(("\n".join(lines) + "\n").encode()).root_cause
+        answers.add((root.exception, root.message))
+    assert len(answers) == 1
+    assert "[Errno 98]" in answers.pop()[1]
