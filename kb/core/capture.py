@@ -100,6 +100,7 @@ _BY_FIRST, _ANY_START = by_first_char(ATOMS)
 @dataclass(slots=True)
 class Peeled:
     text: str
+    dropped: str = ""  # a progress bar cut from the head (kb.core.capture.clean_parts)
     stream: str | None = None
     host: str | None = None
     timestamp: str | None = None
@@ -325,32 +326,44 @@ def rejoin(lines, width: int):
 def shown(raw: str) -> str:
     """What a terminal shows of a line: no ANSI codes, only what the last carriage return
     left. The width a terminal wraps at is counted on this."""
+    return _shown(raw)[0]
+
+
+def _shown(raw: str) -> tuple[str, str]:
+    """(what a terminal shows, the last text a carriage return overwrote)."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     if "\r" in raw:
         raw = raw.rstrip("\r")
         if "\r" in raw:
             parts = [p for p in raw.split("\r") if p.strip()]
-            raw = parts[-1] if parts else ""
-    return raw
+            return (parts[-1], parts[-2]) if len(parts) > 1 else (parts[-1] if parts else "", "")
+    return raw, ""
 
 
 def clean(raw: str) -> str:
     """The line as shown (see `shown`), without a markdown paste's backticks or a progress
     bar another writer glued to its head."""
-    raw = shown(raw)
+    return clean_parts(raw)[0]
+
+
+def clean_parts(raw: str) -> tuple[str, str]:
+    """(`clean(raw)`, what it dropped from the line's head: the progress bar another
+    writer glued to it or a carriage return overwrote). The bar is not the line's
+    message, but it says how far the launch had got when the line was printed."""
+    raw, dropped = _shown(raw)
     if raw[:1] == "`":  # a line pasted as markdown code: `RuntimeError: ...`
         raw = raw.lstrip("`")
     if "/" in raw and "<" in raw and _GLUE_HINT.search(raw):
         glued = _GLUED_PROGRESS.match(raw)
         if glued is not None:
-            raw = raw[glued.end():]
-    return raw
+            dropped, raw = raw[:glued.end()], raw[glued.end():]
+    return raw, dropped
 
 
 def peel(raw: str, profile: Profile | None = None) -> Peeled:
     """The line as the program printed it, and what the capture said about it."""
-    out = Peeled(clean(raw))
+    out = Peeled(*clean_parts(raw))
     if out.text.startswith('{"'):
         _docker_json(out)
     heads = profile.heads if profile is not None else ()
@@ -397,7 +410,7 @@ def _docker_json(out: Peeled) -> None:
         return
     if not isinstance(record, dict) or not isinstance(record.get("log"), str):
         return
-    out.text = clean(record["log"].rstrip("\n"))
+    out.text, out.dropped = clean_parts(record["log"].rstrip("\n"))
     time = record.get("time")
     if isinstance(time, str):
         out.timestamp = time

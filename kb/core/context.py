@@ -219,9 +219,13 @@ class ContextCollector:
             index = _GPU_INDEX.search(body)
             if index:
                 self.gpu_indices.add(index.group(1) or index.group(2))
+        staged = body
+        if line.dropped:  # a progress bar cut from the line's head still says the stage
+            staged = f"{line.dropped}\n{body}"
+            found = _LINE_SCAN.present(staged)
         phases = {n for i in found for n in _PHASES_OF[i]} if len(self.phases_seen) < len(P.PHASE_MARKERS) else ()
         for n, rule in enumerate(P.PHASE_MARKERS) if phases else ():
-            if n in phases and rule.phase not in self.phases_seen and rule.pattern.search(body):
+            if n in phases and rule.phase not in self.phases_seen and rule.pattern.search(staged):
                 self.phases_seen.add(rule.phase)  # stages only move forward: the first sighting is enough
                 self.phase_markers.append((line.number, rule.phase or "unknown"))
                 break

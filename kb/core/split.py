@@ -27,6 +27,7 @@ class LogLine:
     host: str | None = None
     pieces: int = 1  # physical lines it was rejoined from (a hard-wrapped copy)
     layers: tuple[str, ...] = ()  # the capture layers peeled off it (kb.core.capture.Peeled)
+    dropped: str = ""  # a progress bar cut from its head (kb.core.capture.clean_parts)
 
     @property
     def record(self) -> tuple[str | None, str | None, str | None, str | None]:
@@ -43,7 +44,7 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
     captured = raw if isinstance(raw, Peeled) else peel(raw, profile)
     text = captured.text
     line = LogLine(number=number, body=text, stream=captured.stream, host=captured.host,
-                   layers=captured.layers)
+                   layers=captured.layers, dropped=captured.dropped)
     for _ in range(_MAX_LAYERS):
         stripped = False
         for prefix in _PREFIXES_BY_FIRST.get(text[:1], _PREFIXES_ANY_START):
