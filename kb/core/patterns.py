@@ -684,7 +684,10 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
     (_r(r"execute_model|event_loop|step_async|_sample\b|forward_extend|forward_decode|\bgenerate\b|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop|add_request|process_inputs|_validate_model_input|create_chat_completion|create_completion|serving_chat|_process_request|handle_generate_request"), "serving"),
     (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
-    (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"), "startup"),
+    # (not the executor's own frames, `_init_executor`: its workers load the weights while
+    # it waits, so they say nothing of how far the workers got)
+    (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"
+        r"|initialize_ray_cluster"), "startup"),
     (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
 )
 

@@ -38,6 +38,26 @@ def test_a_process_entry_frame_names_no_phase():
     assert result.phase == "weight_loading"
 
 
+def _v0_engine_traceback(*inner: tuple[str, str]) -> bytes:
+    """A V0 engine's traceback through its construction (`from_engine_args`, the executor),
+    with `inner` (file, function) frames nearer the raise."""
+    frames = [("vllm/engine/multiprocessing/engine.py", "run_mp_engine"),
+              ("vllm/engine/multiprocessing/engine.py", "from_engine_args"),
+              ("vllm/executor/ray_distributed_executor.py", "_init_executor"), *inner]
+    lines = ["ERROR 02-09 02:31:11 engine.py:389] Traceback (most recent call last):"]
+    for n, (file, function) in enumerate(frames):
+        lines += [f'ERROR 02-09 02:31:11 engine.py:389]   File "/usr/local/lib/python3.12/dist-packages/{file}", '
+                  f"line {100 + n}, in {function}", "ERROR 02-09 02:31:11 engine.py:389]     step()"]
+    lines.append("ERROR 02-09 02:31:11 engine.py:389] ValueError: the crash")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_setting_up_the_ray_cluster_is_startup_unless_a_frame_nearer_the_raise_says_more():
+    assert analyze(_v0_engine_traceback(("vllm/executor/ray_utils.py", "initialize_ray_cluster"))).phase == "startup"
+    assert analyze(_v0_engine_traceback(("vllm/worker/model_runner.py", "load_model"),
+                                        ("vllm/model_executor/models/llama.py", "load_weights"))).phase == "weight_loading"
+
+
 def test_an_aside_in_the_message_names_no_phase():
     log = ("INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\n"
            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
