@@ -100,7 +100,7 @@ _BY_FIRST, _ANY_START = by_first_char(ATOMS)
 @dataclass(slots=True)
 class Peeled:
     text: str
-    dropped: str = ""  # a progress bar cut from the head (kb.core.capture.clean_parts)
+    dropped: str = ""  # what clean_parts cut from the head: a glued or overwritten progress bar
     stream: str | None = None
     host: str | None = None
     timestamp: str | None = None

@@ -27,7 +27,7 @@ class LogLine:
     host: str | None = None
     pieces: int = 1  # physical lines it was rejoined from (a hard-wrapped copy)
     layers: tuple[str, ...] = ()  # the capture layers peeled off it (kb.core.capture.Peeled)
-    dropped: str = ""  # a progress bar cut from its head (kb.core.capture.clean_parts)
+    dropped: str = ""  # a glued or overwritten progress bar cut from its head (capture.clean_parts)
 
     @property
     def record(self) -> tuple[str | None, str | None, str | None, str | None]:
