@@ -59,6 +59,10 @@ _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 # Capture prefixes, in the engine prefixes' format (kb.core.patterns.Prefix). Named
 # groups: ts, host, stream (a demultiplexing label).
 ATOMS: tuple[Prefix, ...] = (
+    Prefix("quote", lazy(r"^>(?: |$)"),
+         "> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'",
+         "a log quoted in a markdown reply (GitHub, forums): '> ' before every line ('>>>' is a prompt)",
+         starts=">"),
     Prefix("cri", lazy(rf"^(?P<ts>{_RFC3339}) (?:stdout|stderr) [FP] "),
          "2024-05-01T12:00:00.123456789Z stderr F Traceback (most recent call last):",
          "containerd / CRI-O log files: time, stream, full/partial tag", starts="0123456789"),

@@ -95,7 +95,8 @@ def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
             return quoted, _set_aside(ranked)
     if best.tier == "symptom":
         # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
-        typed = next((g for g in ranked if g.first.event.kind == "python" and g.first.event.message.strip()
+        typed = next((g for g in ranked if g.first.event.kind == "python" and g.tier != "benign"
+                      and g.first.event.message.strip()
                       and not scan.first_rule(P.SYMPTOMS, f"{g.first.event.exception}: {g.first.event.message}")),
                      None)
         if typed is not None:

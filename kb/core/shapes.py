@@ -1,7 +1,7 @@
 """Re-capture a plain crash log the way a capture layer would have stored or printed it.
 
 Deployments hand logs over through docker, Kubernetes, journald, syslog, Slurm, MPI, Ray,
-coloured terminals and terminal copy-paste, and each layer adds its own prefix or envelope.
+coloured terminals, terminal copy-paste and quote-replies, and each layer adds its own prefix or envelope.
 Tests and `kb eval --shapes` run the analyzer on `recapture(log, shape)` for every shape in
 SHAPES to check that its answer does not depend on how the log was captured.
 
@@ -24,7 +24,7 @@ import time
 
 SHAPES: tuple[str, ...] = (
     "compose", "docker-json", "cri", "kubectl-timestamps", "journald", "syslog-5424",
-    "syslog-3164", "srun", "mpirun", "ray", "ansi", "crlf", "wrap-80", "wrap-120",
+    "syslog-3164", "srun", "mpirun", "ray", "quote", "ansi", "crlf", "wrap-80", "wrap-120",
 )
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -224,6 +224,8 @@ _SHAPERS = {
     "mpirun": _per_line(lambda cap, line: f"[1,{cap.task}]<{cap.stream(line)}>:{line}"),
     "ray": _per_line(lambda cap, line: line if _PROC_PREFIX.match(line)
                      else f"(RayWorkerWrapper pid={cap.pid}, ip={cap.ip}) {line}"),
+    # quoted in a markdown reply (GitHub's "Quote reply", forums): an empty line is a bare '>'
+    "quote": _per_line(lambda cap, line: f"> {line}" if line else ">"),
     "ansi": _per_line(_ansi),
     "crlf": lambda cap, lines, open_last: [
         line if line.endswith("\r") or (open_last and i == len(lines) - 1) else line + "\r"

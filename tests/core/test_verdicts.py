@@ -192,3 +192,17 @@ def test_a_recovered_warning_traceback_does_not_outrank_another_process_error_wh
         answers.add((root.exception, root.message))
     assert len(answers) == 1
     assert "[Errno 98]" in answers.pop()[1]
+
+
+def test_a_recovered_warning_line_does_not_take_the_place_of_the_error_a_wrapper_quotes():
+    """Only a wrapper that quotes its cause, and another process's recovered WARNING
+    exception nearby: the quoted cause is the answer, as it is without the warning."""
+    wrapper = ("(EngineCore pid=209) ERROR 05-18 08:21:14 [core.py:1140] RuntimeError: Worker failed with error "
+               "'AssertionError: auto_functionalized was not removed', please check the stack trace above "
+               "for the root cause\n")
+    recovered = ("(EngineCore_DP0 pid=4242) WARNING 05-01 13:51:39 [structured_output/__init__.py:120] "
+                 "RuntimeError: [12:01:07] json_schema_converter.cc:823: Check failed: (schema.is<picojson::object>()) is false\n")
+    alone = analyze((START + wrapper).encode()).root_cause
+    beside = analyze((START + wrapper + recovered).encode()).root_cause
+    assert (alone.exception, alone.message) == ("AssertionError", "auto_functionalized was not removed")
+    assert (beside.exception, beside.message) == (alone.exception, alone.message)
