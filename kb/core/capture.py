@@ -226,10 +226,14 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
                   or same_head(texts[i], texts[i + 1]) for i in followed]
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
+    # a line exactly k widths long ends in a full piece: its run reaches the end of the
+    # excerpt (or a blank line), and the cuts fall inside words
+    exact = sum(1 for i, new in zip(followed, new_record)
+                if not new and _after_run(lengths, i, width) == 0 and cuts_a_word(texts[i], texts[i + 1]))
     records = sum(new_record)
     distinct = len({texts[i] for i in cut})
     if width in _TERMINAL_WIDTHS:  # a usual terminal width: less evidence will do
-        if len(cut) >= 2 and tails >= 1 and records * 2 <= len(followed) and len(cut) >= 0.02 * len(lengths):
+        if len(cut) >= 2 and (tails >= 1 or exact >= 2) and records * 2 <= len(followed) and len(cut) >= 0.02 * len(lengths):
             return width
         if len(cut) == 1 and tails == 1 and not records and _goes_on(texts[cut[0] + 1], profile):
             return width  # a short excerpt with one cut

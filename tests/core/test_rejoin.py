@@ -68,3 +68,15 @@ def test_docker_json_records_of_one_length_are_whole_lines_not_a_terminal_wrap()
     assert Profile.learn(lines).wrap_width is None
     root = analyze("\n".join(lines).encode() + b"\n").root_cause
     assert (root.exception, root.message) == ("AssertionError", code.strip())
+
+
+def test_a_line_exactly_three_widths_long_is_learned_as_wrapped_though_no_piece_is_shorter():
+    """A one-line paste whose length is a multiple of the terminal's width ends in a full
+    piece: the cuts inside words are the evidence, and the line is joined back whole."""
+    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 26.00 MiB. GPU 1 has a total capacity "
+            "of 15.77 GiB of which 44.44 MiB is free. Including non-PyTorch memory, this process has 14.05 GiB "
+            "memory in use. Of the allocated memory 13.56 GiB is allocated by PyTorch")
+    line = line[:240].ljust(240, "x")
+    pieces = [line[i:i + 80] for i in range(0, 240, 80)]
+    assert Profile.learn(pieces).wrap_width == 80
+    assert Profile.learn(pieces[:1] + ["INFO 05-01 12:00:02 [core.py:9] next record"]).wrap_width is None
