@@ -165,6 +165,9 @@ _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "Runtim
                  "AcceleratorError": "RuntimeError"}
 
 
+UNTYPED = "logged error"  # the analyzer's name for an error line that states no type (kb.core.tracebacks)
+
+
 def exception_similarity(a: str, b: str) -> float:
     """100 for one type (a moved module or namespace is the same type, so is a type a
     library split off its old base; a native error's kind is the Python exception that
@@ -205,7 +208,13 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     explanation: list[str] = []
     exc = exception_similarity(query.exception, candidate.exception)
     msg = message_similarity(query.message_template, candidate.message_template, weights, mix)
-    explanation.append("exception type equal" if exc == 100 else f"exception type differs ({query.exception} vs {candidate.exception})")
+    if UNTYPED in (query.exception, candidate.exception) and query.exception != candidate.exception:
+        exc = msg  # a logger's copy of an error names no type (not another type): its words decide
+        explanation.append("one side is a logged error that names no type: the message decides")
+    elif exc == 100:
+        explanation.append("exception type equal")
+    else:
+        explanation.append(f"exception type differs ({query.exception} vs {candidate.exception})")
     explanation.append(f"message {msg:.0f}/100")
     site_is_identity = query.exception in CRASH_SIGNALS or candidate.exception in CRASH_SIGNALS
     frames = 0.0

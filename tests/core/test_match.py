@@ -222,3 +222,18 @@ def test_an_error_a_library_retyped_to_a_subclass_is_the_same_type():
     assert score(old, new, WEIGHTS).status == "known"
     assert score(new, dataclasses.replace(new, exception="torch.distributed.DistStoreError"),
                  WEIGHTS).status != "known"
+
+
+def test_a_logged_error_that_names_no_type_is_matched_by_its_words_not_set_apart_as_another_type():
+    """`[TRT-LLM] [E] Failed to initialize executor ...: <text>` is the logger's copy of
+    the RuntimeError raised with <text>: untyped, not typed otherwise. Its words decide,
+    both ways: the same text is the same crash, other text stays another one."""
+    logged = _crash("logged error", "Failed to initialize executor on rank 1: Executor creation failed due to "
+                                    "insufficient GPU memory.", engine="tensorrt-llm")
+    raised = _crash("RuntimeError", "Executor creation failed due to insufficient GPU memory.", engine="tensorrt-llm")
+    other = _crash("RuntimeError", "Executor creation failed: the engine file was built for another GPU.",
+                   engine="tensorrt-llm")
+    assert score(logged, raised, WEIGHTS).status == "known"
+    assert score(logged, other, WEIGHTS).status != "known"
+    typed = dataclasses.replace(logged, exception="ValueError")
+    assert score(typed, raised, WEIGHTS).status != "known"  # a named type that differs still counts
