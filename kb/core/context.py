@@ -222,7 +222,7 @@ class ContextCollector:
         staged = body
         if line.dropped:  # a progress bar cut from the line's head still says the stage
             staged = f"{line.dropped}\n{body}"
-            found = _LINE_SCAN.present(staged)
+            found = found + _LINE_SCAN.present(line.dropped)
         phases = {n for i in found for n in _PHASES_OF[i]} if len(self.phases_seen) < len(P.PHASE_MARKERS) else ()
         for n, rule in enumerate(P.PHASE_MARKERS) if phases else ():
             if n in phases and rule.phase not in self.phases_seen and rule.pattern.search(staged):

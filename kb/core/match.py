@@ -19,7 +19,7 @@ from kb.core.engines import compatible
 from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
 from kb.core.gpus import gpu_family
 from kb.core.recall import UNIFORM, TermWeights, terms
-from kb.core.records import CrashFeatures, MatchScore
+from kb.core.records import LOGGED_ERROR, CrashFeatures, MatchScore
 
 KNOWN_THRESHOLD = 92.0
 SIMILAR_THRESHOLD = 55.0
@@ -165,9 +165,6 @@ _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "Runtim
                  "AcceleratorError": "RuntimeError"}
 
 
-UNTYPED = "logged error"  # the analyzer's name for an error line that states no type (kb.core.tracebacks)
-
-
 def exception_similarity(a: str, b: str) -> float:
     """100 for one type (a moved module or namespace is the same type, so is a type a
     library split off its old base; a native error's kind is the Python exception that
@@ -208,7 +205,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     explanation: list[str] = []
     exc = exception_similarity(query.exception, candidate.exception)
     msg = message_similarity(query.message_template, candidate.message_template, weights, mix)
-    if UNTYPED in (query.exception, candidate.exception) and query.exception != candidate.exception:
+    if LOGGED_ERROR in (query.exception, candidate.exception) and query.exception != candidate.exception:
         exc = msg  # a logger's copy of an error names no type (not another type): its words decide
         explanation.append("one side is a logged error that names no type: the message decides")
     elif exc == 100:

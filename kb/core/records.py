@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The kind of an error line that states no exception type (an ERROR record's text):
+# the logger's copy of an error, untyped rather than of another type.
+LOGGED_ERROR = "logged error"
+
 PHASES = (
     "config",  # argument / config validation, before any process is spawned
     "startup",  # process start-up: device init, distributed init, imports

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from kb.core import patterns as P
 from kb.core import scan
 from kb.core.lazyre import lazy
-from kb.core.records import ErrorEvent, Frame
+from kb.core.records import LOGGED_ERROR, ErrorEvent, Frame
 from kb.core.split import LogLine
 
 _MAX_FRAMES = 120
@@ -389,7 +389,7 @@ class Extractor:
             return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
-            event = ErrorEvent(exception="logged error", message=stripped, process=_label(line),
+            event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
 
@@ -505,7 +505,7 @@ _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS
 def _rule_exception(rule: P.Rule, groups: dict) -> str:
     """The kind an error-line rule names: the class the line names (demangled), else the
     rule's kind; a signal by its name (a launcher reporting how its child ended)."""
-    exception = _demangle(groups.get("exc") or rule.exception or "logged error")
+    exception = _demangle(groups.get("exc") or rule.exception or LOGGED_ERROR)
     return _signal_name(groups) if exception == "signal" else exception
 
 

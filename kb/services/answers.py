@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from kb.core.match import SIMILAR_THRESHOLD
-from kb.core.records import Analysis
+from kb.core.records import LOGGED_ERROR, Analysis
 from kb.core.redact import redact_field
 from kb.db.models import Incident
 from kb.db.repositories import IncidentHead, Repository
@@ -37,7 +37,6 @@ def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRe
 
 
 TITLE_CHARS = 160
-LOGGED_ERROR = "logged error"  # the analysis' kind for an ERROR line without an exception
 
 
 def short_title(text: str, size: int = TITLE_CHARS) -> str:
