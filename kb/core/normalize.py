@@ -40,6 +40,12 @@ def _code_file_kept(match: re.Match[str]) -> str:
 
 
 MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
+    Normalizer("kernel-signature",
+               lazy(r"\b(?:void|int|bool|auto) ([A-Za-z_]\w*(?:::\w+)*)\((?:[^()]|\([^()]*\))*\)(?: \[with [^\]]*(?:\]|$))?"),
+               r"\1",
+               "void indexSelectLargeIndex(TensorInfo<T, IndexType>, long) [with T = float, IndexType = unsigned int]: block: [0,0,0]",
+               "a device-side assert names its kernel with the full signature or by name alone, "
+               "as the build decides; the name says which kernel failed"),
     Normalizer("long-list", lazy(r"\[(?:'[^']*'(?:, )?){6,}[^\]]*\]?|\[[^\]]{160,}\]?"), "[<list>]",
                "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BloomForCausalLM', 'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen2ForCausalLM']",
                "lists of supported things change with every release"),
