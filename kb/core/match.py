@@ -69,7 +69,7 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
         return 0.0  # an empty message (truncated log) is evidence of nothing
     if a == b:
         return 100.0
-    a, b = comparable(a), comparable(b)
+    a, b = without_value_reports(comparable(a), comparable(b))
     if a == b:
         return 100.0
     head_a, head_b = _statement(a), _statement(b)
@@ -114,6 +114,37 @@ def term_overlap(a: str, b: str, weights: TermWeights = UNIFORM, *, cut: bool = 
     return shared / sum(weights.weight(t) for t in terms_a | terms_b)
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_PLACEHOLDER = re.compile(r"<[a-z]+>")
+_SHARED_SENTENCES = 3  # a statement and its detail: fewer is too little to call two texts one form
+_KEPT_SHARE = 0.6  # of each text, what the sentences both hold must make up
+
+
+def without_value_reports(a: str, b: str) -> tuple[str, str]:
+    """Two texts of one form with the sentences that only report this run's values left
+    out where one text has them and the other not: torch's OOM text lists "Process <n>
+    has <size> memory in use." once per other process on the GPU, and adds "Including
+    non-PyTorch memory, ..." in some releases; neither says why memory ran out. Applies
+    only when the texts open with the same sentence and share most of their words; a
+    sentence without a placeholder always stays (it is wording, not a value). A text cut
+    at the template's length ends in a partial sentence: cut both to the shorter."""
+    sentences_a, sentences_b = _SENTENCE_END.split(a), _SENTENCE_END.split(b)
+    if sentences_a[0] != sentences_b[0] or min(len(sentences_a), len(sentences_b)) < _SHARED_SENTENCES:
+        return a, b
+    tail_a, tail_b = sentences_a[-1], sentences_b[-1]
+    if not a.endswith((".", "!", "?")) and not b.endswith((".", "!", "?")):
+        shorter = min(tail_a, tail_b, key=len)
+        if tail_a.startswith(shorter) and tail_b.startswith(shorter):
+            sentences_a[-1] = sentences_b[-1] = shorter
+    set_a, set_b = set(sentences_a), set(sentences_b)
+    kept_a = [s for s in sentences_a if s in set_b or not _PLACEHOLDER.search(s)]
+    kept_b = [s for s in sentences_b if s in set_a or not _PLACEHOLDER.search(s)]
+    shared = sum(len(s) for s in kept_a if s in set_b)
+    if len(kept_a) < _SHARED_SENTENCES or shared < _KEPT_SHARE * max(len(a), len(b)):
+        return a, b
+    return " ".join(kept_a), " ".join(kept_b)
+
+
 def _statement(message: str) -> str:
     """The first sentence of a message: what went wrong, before any advice."""
     return re.split(r"(?<=[.!?])\s", message, maxsplit=1)[0]
@@ -131,19 +162,26 @@ _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))
 # A printed record of the run's state: `WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>,
 # Timeout(ms)=<n>)`. Its type names what was running; its fields (which releases add and
 # drop, and which collective of which size stalled) are this run's, not the error's.
-_RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+\)")
+_RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+(?:\)|$)")
 # An aside that reports the values behind the error: "the derived max_model_len
 # (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
 # which config key held the number; the statement around it is the error.
 _VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
 
 
+# A clause that says another error stopped something, before quoting it: "Process group
+# watchdog thread terminated with exception: <the error>". The quoted error is the crash.
+_WRAPPING_CLAUSE = re.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
+
+
 def comparable(template: str) -> str:
     """The part of a message template that identifies the error, for comparing two of them
     (the hash keeps the template as it is): without leading locator tags, with a printed
     record's fields and asides that report values left out, with a sentence repeated for
-    each process or rank kept once."""
-    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _LOCATOR_TAG.sub("", template)))
+    each process or rank kept once, and without a clause that only says the error
+    stopped something."""
+    view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
+    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", view))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 
 
@@ -153,6 +191,8 @@ def comparable(template: str) -> str:
 _SURFACES_AS = (
     frozenset({"dynamic loader error", "ImportError", "OSError"}),
     frozenset({"CUDA out of memory", "OutOfMemoryError"}),
+    # the watchdog's own line, and torch's DistBackendError that quotes it
+    frozenset({"NCCL watchdog timeout", "DistBackendError"}),
 )
 
 

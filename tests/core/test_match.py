@@ -237,3 +237,51 @@ def test_a_logged_error_that_names_no_type_is_matched_by_its_words_not_set_apart
     assert score(logged, other, WEIGHTS).status != "known"
     typed = dataclasses.replace(logged, exception="ValueError")
     assert score(typed, raised, WEIGHTS).status != "known"  # a named type that differs still counts
+
+
+def test_sentences_that_only_report_this_runs_values_do_not_tell_two_ooms_apart():
+    """torch lists the other processes on the GPU and, in some releases, the memory outside
+    PyTorch: one OOM text with and without those sentences is one error (the phase, not
+    the text, tells OOMs apart). A sentence of other wording is not a value report."""
+    head = "CUDA out of memory. Tried to allocate 238.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which " \
+           "12.75 MiB is free. "
+    tail = "Of the allocated memory 77.20 GiB is allocated by PyTorch, and 1.16 GiB is reserved by PyTorch but " \
+           "unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF"
+    listed = head + "Process 2154 has 79.13 GiB memory in use. " + tail
+    outside = head + "Including non-PyTorch memory, this process has 79.13 GiB memory in use. " + tail
+    a = _crash("torch.OutOfMemoryError", listed, engine="pytorch", phase="training")
+    b = _crash("torch.OutOfMemoryError", outside, engine="pytorch", phase="training")
+    assert message_similarity(a.message_template, b.message_template, WEIGHTS) == 100.0
+    assert score(a, b, WEIGHTS).status == "known"
+    worded = head + "This GPU is shared with another job, stop it first. " + tail
+    assert message_similarity(a.message_template, message_template(worded), WEIGHTS) < 100.0
+
+
+def test_the_watchdogs_own_line_and_torchs_error_that_quotes_it_are_one_crash():
+    """The watchdog prints its line; torch raises DistBackendError whose text says the
+    watchdog thread 'terminated with exception:' and quotes it, cut by the template's
+    length inside the printed record. One crash."""
+    line = _crash("NCCL watchdog timeout", "[Rank 1] Watchdog caught collective operation timeout: "
+                  "WorkNCCL(SeqNum=5, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for "
+                  "600046 milliseconds before timing out.", engine="pytorch", phase="training")
+    raised = _crash("torch.distributed.DistBackendError", "[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group "
+                    "watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation "
+                    "timeout: WorkNCCL(SeqNum=94210, OpType=BROADCAST, NumelIn=146, NumelOut=146, "
+                    "Timeout(ms)=1800000) ran for 1800084 milliseconds before timing out.",
+                    engine="pytorch", phase="training")
+    assert len(raised.message_template) == 240  # cut inside WorkNCCL(...)
+    assert score(line, raised, WEIGHTS).status == "known"
+    assert score(raised, line, WEIGHTS).status == "known"
+
+
+def test_a_kernel_named_by_its_full_signature_or_by_name_is_one_assert():
+    """A device-side assert prints the kernel as the build names it: with its template
+    signature or bare. Which kernel asserted identifies the crash; the signature does not."""
+    bare = "indexSelectLargeIndex: block: [403,0,0], thread: [48,0,0] Assertion `srcIndex < srcSelectDimSize` failed."
+    signed = ("void indexSelectLargeIndex(TensorInfo<T, IndexType>, TensorInfo<T, IndexType>, TensorInfo<long, "
+              "IndexType>, int, int, IndexType, IndexType, long) [with T = float, IndexType = unsigned int, DstDim = 2, "
+              "SrcDim = 2, IdxDim = -2, IndexIsMajor = true]: block: [485,0,0], thread: [2,0,0] Assertion "
+              "`srcIndex < srcSelectDimSize` failed.")
+    assert message_template(bare) == message_template(signed)
+    other = signed.replace("indexSelectLargeIndex", "indexSelectSmallIndex")
+    assert message_template(other) != message_template(signed)
