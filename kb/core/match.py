@@ -11,6 +11,7 @@ The thresholds are chosen by cross-validation on the labeled corpus (`kb eval
 from __future__ import annotations
 
 import re
+from difflib import SequenceMatcher
 
 from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
@@ -117,7 +118,6 @@ def term_overlap(a: str, b: str, weights: TermWeights = UNIFORM, *, cut: bool = 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _PLACEHOLDER = re.compile(r"<[a-z]+>")
 _SHARED_SENTENCES = 3  # a statement and its detail: fewer is too little to call two texts one form
-_KEPT_SHARE = 0.6  # of each text, what the sentences both hold must make up
 
 
 def without_value_reports(a: str, b: str) -> tuple[str, str]:
@@ -125,8 +125,9 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
     out where one text has them and the other not: torch's OOM text lists "Process <n>
     has <size> memory in use." once per other process on the GPU, and adds "Including
     non-PyTorch memory, ..." in some releases; neither says why memory ran out. Applies
-    only when the texts open with the same sentence and share most of their words; a
-    sentence without a placeholder always stays (it is wording, not a value). A text cut
+    only when the texts open with the same sentence and hold three sentences alike; a
+    sentence without a placeholder always stays (it is wording, not a value), and so does
+    one the other text has another version of (aligned as sequences). A text cut
     at the template's length ends in a partial sentence: cut both to the shorter."""
     sentences_a, sentences_b = _SENTENCE_END.split(a), _SENTENCE_END.split(b)
     if sentences_a[0] != sentences_b[0] or min(len(sentences_a), len(sentences_b)) < _SHARED_SENTENCES:
@@ -136,13 +137,28 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
         shorter = min(tail_a, tail_b, key=len)
         if tail_a.startswith(shorter) and tail_b.startswith(shorter):
             sentences_a[-1] = sentences_b[-1] = shorter
-    set_a, set_b = set(sentences_a), set(sentences_b)
-    kept_a = [s for s in sentences_a if s in set_b or not _PLACEHOLDER.search(s)]
-    kept_b = [s for s in sentences_b if s in set_a or not _PLACEHOLDER.search(s)]
-    shared = sum(len(s) for s in kept_a if s in set_b)
-    if len(kept_a) < _SHARED_SENTENCES or shared < _KEPT_SHARE * max(len(a), len(b)):
+    kept_a, kept_b = list(sentences_a), list(sentences_b)
+    shared = 0
+    # aligned as sequences: a sentence only one text has (inserted, not replaced) is optional
+    for op, a1, a2, b1, b2 in SequenceMatcher(None, sentences_a, sentences_b, autojunk=False).get_opcodes():
+        if op == "equal":
+            shared += a2 - a1
+        elif op == "delete" and all(_PLACEHOLDER.search(s) for s in sentences_a[a1:a2]):
+            kept_a[a1:a2] = [""] * (a2 - a1)
+        elif op == "insert" and all(_PLACEHOLDER.search(s) for s in sentences_b[b1:b2]):
+            kept_b[b1:b2] = [""] * (b2 - b1)
+        elif op == "replace" and all(_PLACEHOLDER.search(s) for s in sentences_a[a1:a2] + sentences_b[b1:b2]) \
+                and not {_opening(s) for s in sentences_a[a1:a2]} & {_opening(s) for s in sentences_b[b1:b2]}:
+            # one optional sentence in place of another, not two versions of one sentence
+            kept_a[a1:a2], kept_b[b1:b2] = [""] * (a2 - a1), [""] * (b2 - b1)
+    if shared < _SHARED_SENTENCES:
         return a, b
-    return " ".join(kept_a), " ".join(kept_b)
+    return " ".join(s for s in kept_a if s), " ".join(s for s in kept_b if s)
+
+
+def _opening(sentence: str) -> str:
+    """A sentence's first three words: two versions of one sentence begin alike."""
+    return " ".join(sentence.split()[:3])
 
 
 def _statement(message: str) -> str:
