@@ -702,7 +702,9 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
 
 # Phase implied by the root cause's message.
 MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
-    (_r(r"cuda graph|CUDA graph", re.I), "cuda_graph_capture"),
+    # "operation not permitted when stream is capturing", cudaErrorStreamCapture*: only a
+    # stream that is being captured into a graph raises them
+    (_r(r"cuda graph|CUDA graph|stream is capturing|cudaErrorStreamCapture|stream capture", re.I), "cuda_graph_capture"),
     (_r(r"Error in model execution|error in forward(?:Async)? function|failed process requests", re.I), "serving"),
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"), "config"),
