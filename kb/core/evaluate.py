@@ -59,8 +59,10 @@ _ELISION = re.compile(r"\s*(?:\.\.\.|…)")
 
 
 # Where native code says it failed, which some labels keep and some drop: "ggml-cpu.c:8883: "
-# before GGML_ASSERT, TensorRT's "[optimizer.cpp::computeCosts::2011] " before its error.
+# before GGML_ASSERT, TensorRT's "[optimizer.cpp::computeCosts::2011] " before its error,
+# NCCL's "misc/shmutils.cc:114 NCCL WARN " before its warning.
 _LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
+                       r"|(?:[\w./-]+\.\w+:\d+ )?NCCL WARN "
                        r"|thread '[^']*' panicked at (?:[\w./-]+:\d+:\d+:\s*|'))")  # a Rust panic's where
 
 
