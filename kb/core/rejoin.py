@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb.core.capture import Peeled, Profile, continues, cuts_a_word, peel, same_head
+from kb.core.capture import Peeled, Profile, continues, cuts_a_word, peel, same_head, shown
 from kb.core.patterns import FRAME, starts_record
 from kb.core.split import parse_line
 
@@ -57,7 +57,7 @@ class Rejoiner:
     def _outer(self, number: int, text: str, width: int) -> list[Joined]:
         out = []
         if self._text and (starts_record(peel(text, self.profile).text, specific=cuts_a_word(self._text, text))
-                           or same_head(self._text, text) or self._code_after_frame(text)):
+                           or same_head(self._text, text) or self._code_after_frame(self._text, text)):
             out.append(Joined(self._first, number - 1, self._text))  # the cut line ended with its record
             self._text = ""
         piece = text.rstrip("\r")
@@ -80,7 +80,8 @@ class Rejoiner:
         first = number
         held, self._peeled = self._peeled, None
         if held is not None:
-            if peeled.stream == held.stream and not starts_record(peeled.text):
+            if (peeled.stream == held.stream and not starts_record(peeled.text)
+                    and not self._code_after_frame(held.text, peeled.text)):
                 held.text += peeled.text
                 peeled, first = held, self._first
             else:
@@ -92,10 +93,10 @@ class Rejoiner:
         out.append(Joined(first, number, peeled))
         return out
 
-    def _code_after_frame(self, text: str) -> bool:
+    def _code_after_frame(self, held: str, text: str) -> bool:
         """An indented line after a held piece that is a whole traceback frame line is
         that frame's code: the frame line merely filled the width."""
-        if not text.startswith("  "):
+        if not shown(text).startswith("  "):
             return False
-        frame = FRAME.match(parse_line(0, self._text, self.profile).body)
+        frame = FRAME.match(parse_line(0, shown(held), self.profile).body)
         return frame is not None and frame["func"] is not None

@@ -205,8 +205,10 @@ def _states_only_code(event: ErrorEvent) -> bool:
 def _score(group: Group) -> float:
     event = group.first.event
     score = _BASE[group.tier]
-    if group.tier.startswith("root") and (not event.message.strip() or _states_only_code(event)):
-        score -= 35  # a bare `AssertionError` says less than the error logged before it
+    if group.tier.startswith("root") and (event.message.strip() in ("", event.exception) or _states_only_code(event)):
+        # a bare `AssertionError`, or ggml's abort line `ggml-cuda.cu:75: CUDA error` (its
+        # kind and nothing more), says less than the error printed beside it
+        score -= 35
     if group.first.level == "WARNING":
         score -= 45
     if group.first.in_traceback and not group.first.event.truncated:

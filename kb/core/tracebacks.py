@@ -26,6 +26,7 @@ _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
 _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _TABLE_BORDER = lazy(r"^\+-[-+]*$")
+_PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
 _ESCAPED_NEWLINE = "\\n"
@@ -66,6 +67,8 @@ class _Stream:
     indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
     untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
+    previous: str = ""  # the stream's last line, stripped
+    before: str = ""  # the line just before the one being read, when the two are contiguous
 
 
 @dataclass
@@ -117,6 +120,7 @@ class Extractor:
         stream.last_number = line.number + line.pieces - 1
         body = line.body
         stripped = body.strip()
+        stream.before, stream.previous = (stream.previous if contiguous else ""), stripped
         if stream.bare is not None:
             bare, stream.bare = stream.bare, None
             if contiguous and stripped and body[:1] in (" ", "\t"):
@@ -375,6 +379,11 @@ class Extractor:
             message, process = _split_embedded_process(exc["msg"] or "", _label(line))
             event = ErrorEvent(exception=exc["exc"], message=message, process=process,
                                line_number=line.number, kind="python")
+            if (not message and stream.before.startswith("assert ")
+                    and exc["exc"].rpartition(".")[2] == "AssertionError"):
+                # an excerpt cut inside a traceback: the statement printed just above a
+                # bare AssertionError is its last frame's code (as in _assert_statement)
+                event.message = stream.before
             found = Found(event, line.level, line.timestamp, line.record)
             self._chain(stream, found)
             self._add(stream, found)
@@ -384,7 +393,7 @@ class Extractor:
             return
         if body[:1] in (" ", "\t"):
             return  # an indented line of an ERROR record (a frame's code, a message's tail): no statement
-        if line.level in ("INFO", "DEBUG") and scan.first_rule(P.SYMPTOMS, stripped):
+        if line.level in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped):
             self._evidence(line, stripped)  # a launcher reacting to a failure it does not state
             return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
@@ -676,8 +685,8 @@ def _starts_structure(stripped: str) -> bool:
         return True  # ... or the next record of a JSON-lines log
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped) or _OTHER_WRITER.match(stripped):
         return True  # a warning, a progress bar redrawn by another process, another writer's record
-    if _CPP_END.match(stripped) or _TABLE_BORDER.match(stripped):
-        return True  # a native backtrace's frames, the border that closes an ASCII table
+    if _CPP_END.match(stripped) or _TABLE_BORDER.match(stripped) or _PANEL_TOP.match(stripped):
+        return True  # a native backtrace's frames, the border of an ASCII table or a drawn box
     exc = P.EXCEPTION_LINE.match(stripped)
     if exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False):
         return True
