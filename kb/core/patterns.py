@@ -668,14 +668,19 @@ PHASE_MARKERS: tuple[Rule, ...] = (
          "ERROR 07-07 15:19:51 [core.py:515] EngineCore failed to start.", "the engine never came up",
          phase="startup", anchors=("failed to start", "Engine core initialization failed", "ShardCannotStart",
                                    "waiting for llama runner to start", "Server failed to start")),
-    Rule("weight-loading", _r(r"Loading (?:safetensors |pt |)checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"),
-         "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read", phase="weight_loading",
-         anchors=("Loading ", "Starting to load model", "load_weights", "Load weight begin")),
-    Rule("kv-profiling", _r(r"Loading model weights took|Model loading took|Memory profiling takes|Available KV cache memory|# GPU blocks|KV cache is|determine_num_available_blocks|Load weight end|Memory pool end"),
+    Rule("weight-loading", _r(r"Loading (?:safetensors |pt |)checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"
+                              r"|llm_load_tensors: |llm_load_print_meta: |llm_load_vocab: |llama_model_loader: |llama_model_load: |llama_load_model_from_file: |load_tensors: "),
+         "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read (llama.cpp's loader: llm_load_tensors, llm_load_print_meta, llama_model_loader)",
+         phase="weight_loading",
+         anchors=("Loading ", "Starting to load model", "load_weights", "Load weight begin", "llm_load_", "llama_model_load",
+                  "llama_load_model_from_file: ", "load_tensors: ")),
+    Rule("kv-profiling", _r(r"Loading model weights took|Model loading took|Memory profiling takes|Available KV cache memory|# GPU blocks|KV cache is|determine_num_available_blocks|Load weight end|Memory pool end"
+                            r"|llama_new_context_with_model: |llama_kv_cache_init: |llama_kv_cache_unified: |llama_context: "),
          "Loading model weights took 14.99 GB", "weights are in; memory profiling follows", phase="kv_cache_profiling",
          anchors=("Loading model weights took", "Model loading took", "Memory profiling takes",
                   "Available KV cache memory", "# GPU blocks", "KV cache is",
-                  "determine_num_available_blocks", "Load weight end", "Memory pool end")),
+                  "determine_num_available_blocks", "Load weight end", "Memory pool end",
+                  "llama_new_context_with_model: ", "llama_kv_cache_", "llama_context: ")),
     Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph begin|capturing CUDA graph", re.I),
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture",
          anchors=("captur",)),  # in any case, as the pattern
@@ -695,6 +700,10 @@ PHASE_MARKERS: tuple[Rule, ...] = (
 # A process's entry frames (multiprocessing's _bootstrap, SGLang's run_scheduler_process)
 # are on every stack of that process and name no phase.
 FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
+    # transformers' AutoConfig resolving a model's type: the config is being read, before
+    # any weight, whatever the function is called (from_pretrained). Not any config file's
+    # frame: model code reads a config's attributes while it loads weights.
+    (_r(r"\bconfiguration_auto\.py$"), "config"),
     (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b|capture_(?:begin|end)\b"), "cuda_graph_capture"),
     (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
@@ -714,7 +723,8 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"cuda graph|CUDA graph|stream is capturing|cudaErrorStreamCapture|stream capture", re.I), "cuda_graph_capture"),
     (_r(r"Error in model execution|error in forward(?:Async)? function|failed process requests", re.I), "serving"),
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
-    (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"), "config"),
+    (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
+        r"|does not recognize this architecture"), "config"),
     (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|out of bounds|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )

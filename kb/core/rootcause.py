@@ -12,7 +12,8 @@
 4. A native crash (segfault, abort) earlier than the best candidate wins: the process
    died there and the rest is fallout.
 5. In `raise X from e` chains the cause is the root, unless X diagnoses it (says what it
-   means rather than repeating it): then X is what a person fixes.
+   means rather than repeating it): then X is what a person fixes. The same holds for an
+   error raised while handling another in the function that caught it (a translation).
 
 Score terms (one table: _BASE per tier, then _score's adjustments) and confidence (the
 tier's, lowered by a close runner-up: _confidence) are documented where they are set.
@@ -240,7 +241,9 @@ def _mark_diagnosed(found: list[Found]) -> set[int]:
     diagnosed: set[int] = set()
     for item in found:
         origin = item.chained_from
-        if item.chain_kind != "cause" or origin is None or item.event.truncated:
+        if origin is None or item.event.truncated:
+            continue
+        if item.chain_kind != "cause" and not _raised_in_handler(item.event, origin.event):
             continue
         text = f"{item.event.exception}: {item.event.message}"
         if scan.first_rule(P.SYMPTOMS, text) or len(item.event.message) < 30:
@@ -249,6 +252,17 @@ def _mark_diagnosed(found: list[Found]) -> set[int]:
             continue
         diagnosed.add(id(origin))
     return diagnosed
+
+
+def _raised_in_handler(later: ErrorEvent, origin: ErrorEvent) -> bool:
+    """"During handling of the above exception": the later error was raised where the
+    first was caught (its raise site is a frame of the first's stack) when a function
+    translates an error (`except KeyError: raise ValueError("... model type ...")`); a
+    failure in other code (cleanup in a caller) is noise after the first."""
+    if not later.frames or not origin.frames:
+        return False
+    site = (library_path(later.frames[-1].file), later.frames[-1].function)
+    return any((library_path(f.file), f.function) == site for f in origin.frames)
 
 
 def _group(found: list[Found]) -> list[Group]:
@@ -357,8 +371,8 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         return "benign", "logged at WARNING level: the engine recovered from it"
     if id(item) in diagnosed:
         return "symptom", "the cause of a later exception that says what it means (raised from it)"
-    if item.chain_kind == "cause" and item.chained_from is not None and id(item.chained_from) in diagnosed:
-        return "root-traceback", "the engine's diagnosis of the error it was raised from"
+    if item.chained_from is not None and id(item.chained_from) in diagnosed:
+        return "root-traceback", "the engine's diagnosis of the error it was raised from (or while handling)"
     if item.chained_from is not None and _chain_root(item) is not item:
         origin = _chain_root(item).event
         verb = "raised from" if item.chain_kind == "cause" else "raised while handling"
