@@ -16,6 +16,7 @@ from difflib import SequenceMatcher
 from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
 
+from kb.core.comparable import comparable
 from kb.core.engines import compatible
 from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
 from kb.core.gpus import gpu_family
@@ -166,41 +167,6 @@ def _statement(message: str) -> str:
     return re.split(r"(?<=[.!?])\s", message, maxsplit=1)[0]
 
 
-# A leading tag that says where the error happened, not what it is: `[Rank <n>] `,
-# `[PG <n> Rank <n>] ` and torch 2.5's `[PG ID <n> PG GUID <n>(default_pg) Rank <n>] ` name
-# one locator three ways. A tag holding a placeholder is a locator; `[TM][ERROR]` is not.
-_LOCATOR_TAG = re.compile(r"^(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
-# A sentence repeated with other values (torch's OOM lists "Process <n> has <size> memory
-# in use." once per process on the GPU): how many times is the run's detail, not the error.
-_REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
-
-
-# A printed record of the run's state: `WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>,
-# Timeout(ms)=<n>)`. Its type names what was running; its fields (which releases add and
-# drop, and which collective of which size stalled) are this run's, not the error's.
-_RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+(?:\)|$)")
-# An aside that reports the values behind the error: "the derived max_model_len
-# (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
-# which config key held the number; the statement around it is the error.
-_VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
-
-
-# A clause that says another error stopped something, before quoting it: "Process group
-# watchdog thread terminated with exception: <the error>". The quoted error is the crash.
-_WRAPPING_CLAUSE = re.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
-
-
-def comparable(template: str) -> str:
-    """The part of a message template that identifies the error, for comparing two of them
-    (the hash keeps the template as it is): without leading locator tags, with a printed
-    record's fields and asides that report values left out, with a sentence repeated for
-    each process or rank kept once, and without a clause that only says the error
-    stopped something."""
-    view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
-    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", view))
-    return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
-
-
 # A native error's kind and the Python exception that carries the same text: the loader's
 # "undefined symbol" is an ImportError when Python imported the library and a bare line
 # when a C++ server (Triton's backends) or a wrapper that kept only the text printed it.
@@ -256,14 +222,20 @@ def _minor(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+# Kinds that name no type of error: a logger's ERROR line, and Python's default warning
+# category (torch warns "CUDA initialization: <the error it would raise>" as UserWarning).
+_NAMES_NO_TYPE = frozenset({LOGGED_ERROR, "UserWarning", "Warning"})
+
+
 def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights = UNIFORM,
           mix: float = TERM_MIX) -> MatchScore:
     explanation: list[str] = []
     exc = exception_similarity(query.exception, candidate.exception)
     msg = message_similarity(query.message_template, candidate.message_template, weights, mix)
-    if LOGGED_ERROR in (query.exception, candidate.exception) and query.exception != candidate.exception:
+    untyped = {canonical_exception(query.exception), canonical_exception(candidate.exception)} & _NAMES_NO_TYPE
+    if untyped and exc < 100:
         exc = msg  # a logger's copy of an error names no type (not another type): its words decide
-        explanation.append("one side is a logged error that names no type: the message decides")
+        explanation.append(f"one side ({untyped.pop()}) names no type: the message decides")
     elif exc == 100:
         explanation.append("exception type equal")
     else:

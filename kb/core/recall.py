@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kb.core.comparable import comparable
 from kb.core.records import CrashFeatures
 
 _WORD = re.compile(r"[a-z][a-z_]{2,}")
@@ -21,11 +22,19 @@ _STOP_TERMS = frozenset("""a an the of to in on at by for from with and or is ar
 has have had it its this that not no as if when while into than then so""".split())
 
 
+# A short label before the statement ("CUDA initialization: ", "CUDA error: "): one
+# error is printed with and without it, by torch's warning and its exception.
+_LABEL = re.compile(r"^[A-Za-z][\w .-]{2,40}?: (?=\S.{19})")
+
+
 def message_key(template: str) -> str:
-    """The first three words of a message template, lowercased: an indexed narrowing key
-    that survives changed numbers and paths.
+    """The first three words of a message template's identifying part (kb.core.comparable,
+    without a leading label), lowercased: an indexed narrowing key that survives changed
+    numbers and paths, a rank's locator tag and a wrapper's "terminated with exception:".
     Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for"."""
-    words = [w for w in _WORD.findall(template.lower()) if w not in _KEY_STOP]
+    view = comparable(template)
+    view = _LABEL.sub("", view, count=1)
+    words = [w for w in _WORD.findall(view.lower()) if w not in _KEY_STOP]
     return " ".join(words[:3])[:120]
 
 

@@ -289,3 +289,30 @@ def test_a_kernel_named_by_its_full_signature_or_by_name_is_one_assert():
     assert message_template(bare) == message_template(signed)
     other = signed.replace("indexSelectLargeIndex", "indexSelectSmallIndex")
     assert message_template(other) != message_template(signed)
+
+
+def test_recall_finds_one_error_behind_a_label_a_locator_or_a_wrapping_clause():
+    """The key a crash is recalled by comes from what identifies its message: torch's
+    warning 'CUDA initialization: <text>' and the RuntimeError of that text, the
+    watchdog's line and the DistBackendError quoting it, share it; a short statement
+    keeps its label (it would say too little without it)."""
+    from kb.core.recall import message_key
+
+    driver = "The NVIDIA driver on your system is too old (found version 11060). Please update your GPU driver."
+    assert message_key(message_template("CUDA initialization: " + driver)) == message_key(message_template(driver))
+    line = "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=BROADCAST) ran for 6 ms"
+    raised = "[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: " + line
+    assert message_key(message_template(line)) == message_key(message_template(raised)) == "watchdog caught collective"
+    assert message_key("CUDA error: out of memory") != message_key("CUDA error: misaligned address")
+
+
+def test_a_warning_of_the_default_category_names_no_type_its_words_decide():
+    """torch warns 'CUDA initialization: <the error>' as a UserWarning where another
+    build raises RuntimeError with the same words: the category says nothing of the
+    error. Another typed exception with those words stays apart."""
+    driver = "The NVIDIA driver on your system is too old (found version 11060). Please update your GPU driver " \
+             "by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx"
+    warned = _crash("UserWarning", "CUDA initialization: " + driver, engine="pytorch")
+    raised = _crash("RuntimeError", driver, engine="pytorch")
+    assert score(warned, raised, WEIGHTS).status == "known"
+    assert score(_crash("ValueError", driver, engine="pytorch"), raised, WEIGHTS).status != "known"

@@ -148,3 +148,31 @@ def test_0004_counts_the_terms_of_stored_v3_fingerprints(empty_db_url):
     finally:
         migrate.downgrade(db.engine, "base")
         db.dispose()
+
+
+def test_0011_recomputes_stored_message_keys_from_the_identifying_part(empty_db_url):
+    """A fingerprint stored with the old key (the template's first three words, a rank's
+    locator tag and a wrapper's clause included) gets the key recall now looks up."""
+    from kb.core.recall import message_key
+
+    wrapped = ("[PG <n> Rank <n>] Process group watchdog thread terminated with exception: [Rank <n>] "
+               "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<n>) ran for <n> milliseconds")
+    db = Database(empty_db_url, pool_size=1)
+    try:
+        migrate.upgrade(db.engine, "0010")
+        with db.engine.begin() as conn:
+            _add_incident(conn)
+            conn.execute(sa.text(
+                "INSERT INTO incident_fingerprints (incident_id, version, hash, route_key, source, "
+                "exception, message_key, message_template, frames, created_at) VALUES "
+                "(1, '4', 'h', 'r', 'upload', 'DistBackendError', 'pg rank process', :template, '[]', "
+                "CURRENT_TIMESTAMP)"), {"template": wrapped})
+        migrate.upgrade(db.engine, "0011")
+        with db.engine.connect() as conn:
+            key = conn.execute(sa.text("SELECT message_key FROM incident_fingerprints")).scalar()
+        assert key == "watchdog caught collective"
+        assert key == message_key("[Rank <n>] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<n>)")
+        migrate.downgrade(db.engine, "0010")
+    finally:
+        migrate.downgrade(db.engine, "base")
+        db.dispose()

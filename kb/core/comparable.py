@@ -1,0 +1,40 @@
+"""The part of a message template that identifies the error: what matching compares
+and what recall keys are made of (the hash keeps the template as it is)."""
+
+from __future__ import annotations
+
+import re
+
+# A leading tag that says where the error happened, not what it is: `[Rank <n>] `,
+# `[PG <n> Rank <n>] ` and torch 2.5's `[PG ID <n> PG GUID <n>(default_pg) Rank <n>] ` name
+# one locator three ways. A tag holding a placeholder is a locator; `[TM][ERROR]` is not.
+_LOCATOR_TAG = re.compile(r"^(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
+# A sentence repeated with other values (torch's OOM lists "Process <n> has <size> memory
+# in use." once per process on the GPU): how many times is the run's detail, not the error.
+_REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
+
+
+# A printed record of the run's state: `WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>,
+# Timeout(ms)=<n>)`. Its type names what was running; its fields (which releases add and
+# drop, and which collective of which size stalled) are this run's, not the error's.
+_RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+(?:\)|$)")
+# An aside that reports the values behind the error: "the derived max_model_len
+# (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
+# which config key held the number; the statement around it is the error.
+_VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
+
+
+# A clause that says another error stopped something, before quoting it: "Process group
+# watchdog thread terminated with exception: <the error>". The quoted error is the crash.
+_WRAPPING_CLAUSE = re.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
+
+
+def comparable(template: str) -> str:
+    """The part of a message template that identifies the error, for comparing two of them
+    (the hash keeps the template as it is): without leading locator tags, with a printed
+    record's fields and asides that report values left out, with a sentence repeated for
+    each process or rank kept once, and without a clause that only says the error
+    stopped something."""
+    view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
+    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", view))
+    return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
