@@ -95,6 +95,12 @@ class Analyzer:
                 self._line(number, raw, True)
             found = self._extractor.finish()
             root, symptoms = choose(found, self._extractor.last_info, benign=False)
+        statement = self._extractor.statement
+        if root is None and statement is not None and self._extractor.statements == 1:
+            # a log without any error but one line that states a failure in words (a paste
+            # of just the message, or that line among a launch's progress): that is the error
+            found = [*found, statement]
+            root, symptoms = choose(found, self._extractor.last_info, benign=False)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
             self._notes.append(not_captured([root, *symptoms]))

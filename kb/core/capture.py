@@ -78,9 +78,10 @@ ATOMS: tuple[Prefix, ...] = (
     Prefix("bracket-time", lazy(r"^\[(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]\s+(?=\S)(?!\[)"),
          "[2026-01-26T17:25:37Z] (EngineCore_DP0 pid=738) ERROR x",
          "log shippers that prepend an ISO timestamp in brackets", starts="["),
-    Prefix("compose", lazy(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?"),
+    Prefix("compose", lazy(r"^(?P<stream>[A-Za-z0-9][\w.-]*[-_]\d+|[A-Za-z0-9][\w.-]*(?=\s{2}))\s+\|\s?"),
          "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] x",
-         "docker compose prefixes each line with the service name and replica", starts=_ALNUM),
+         "docker compose prefixes each line with the service name and replica (or the container's "
+         "name, padded: 'ollama  | ')", starts=_ALNUM),
     Prefix("compose-gutter", lazy(r"^\s*\|\s?(?=\S)(?!(?:[^|]*\|){2,}\s*$)"),
          "  | (EngineCore_DP0 pid=6804) ValueError: x",
          "docker compose / k8s viewers that leave a bare '| ' gutter (a row of an ASCII table, "
@@ -170,8 +171,8 @@ class Profile:
 
 
 # A head: a short run without spaces (or with one, for `host 3:`) ending in a separator
-# that launchers put after their label: ': ', '| ', '> ', ']: '.
-_HEAD = re.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?)(: |\| |> |:(?=\[)|\]: )")
+# that launchers put after their label: ': ', '| ' (padded: '  | '), '> ', ']: '.
+_HEAD = re.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?)(: | *\| |> |:(?=\[)|\]: )")
 
 
 def _head_shape(body: str) -> str | None:
@@ -184,7 +185,8 @@ def _head_shape(body: str) -> str | None:
     if "Error" in label or "Exception" in label or "Warning" in label:
         return None
     shape = re.sub(r"\d+", r"\\d+", re.sub(r"[A-Za-z]+", "[A-Za-z]+", re.escape(label)))
-    return f"(?P<stream>{shape}){re.escape(sep)}"
+    # a '|' gutter is padded to the longest label (docker compose's `ollama  | `)
+    return f"(?P<stream>{shape}){' *' + re.escape(sep.lstrip()) if '|' in sep else re.escape(sep)}"
 
 
 _DIGITS = re.compile(r"\d+")
@@ -360,7 +362,9 @@ def clean_parts(raw: str) -> tuple[str, str]:
     writer glued to it or a carriage return overwrote). The bar is not the line's
     message, but it says how far the launch had got when the line was printed."""
     raw, dropped = _shown(raw)
-    if raw[:1] == "`":  # a line pasted as markdown code: `RuntimeError: ...`
+    if raw[:1] == "`" and "`" not in raw.lstrip("`").rstrip().rstrip("`"):
+        # a line pasted as markdown code: `RuntimeError: ...` (not one that only opens with
+        # an inline code span: "`fa2F@v2.5.7-pt` is not supported because:")
         raw = raw.lstrip("`")
     if "/" in raw and "<" in raw and _GLUE_HINT.search(raw):
         glued = _GLUED_PROGRESS.match(raw)

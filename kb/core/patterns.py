@@ -74,13 +74,14 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("logfmt", _r(r"^time=\S+ level=(?P<level>[A-Z]+) source=(?P<src>\S+) msg="),
            'time=2024-06-01T10:00:00.000Z level=ERROR source=sched.go:443 msg="error loading llama server"',
            "Go's slog text handler (ollama >= 0.1.40): key=value fields, the message last", header=True, starts="t"),
-    Prefix("glog-bracket", _r(r"^\[(?P<level>[IWEF])(?:(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+)(?: \d+)? | )[\w./-]+\.\w+:\d+\]\s?"),
+    Prefix("glog-bracket", _r(r"^\[(?P<level>[IWEF])(?:(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+)(?: \d+)? | )[\w./\\:-]+\.\w+:\d+\]\s?"),
            "[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: x",
            "c10 messages printed by PyTorch's C++ side (older torch: '[E socket.cpp:500]', no time)",
            header=True, starts='['),
-    Prefix("glog", _r(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s?"),
+    Prefix("glog", _r(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./\\:-]+:\d+)\]\s?(?:\[\d+/\d+(?:_\d+)?\] )?"),
            "E0724 19:33:34.565000 128818126430656 torch/distributed/elastic/multiprocessing/api.py:702] failed",
-           "torch.distributed.elastic logs in glog format", header=True, starts='IWEF'),
+           "torch.distributed.elastic logs in glog format (torch.compile's adds its compile id: '[0/0] ')",
+           header=True, starts='IWEF'),
     Prefix("py-logging", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- |[\w.]+ \d+ (?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)"),
            "2025-04-15 13:37:25,916 ERROR worker.py:422 -- Unhandled error",
            "Ray and xinference use Python logging with a comma before milliseconds", header=True, starts='0123456789'),
@@ -344,9 +345,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="dynamic loader error", role="root", kind="native",
          anchors=(": undefined symbol: ", "cannot open shared object file", "' not found")),
     Rule("compiler-diagnostic",
-         _r(r"^(?P<msg>nvcc (?:fatal|error)\s*: .+|[^\s:]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+){1,2}: (?:fatal )?error: .+)$"),
+         _r(r"^(?P<msg>nvcc (?:fatal|error)\s*: .+|[^\s:]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+){1,2}: (?:fatal )?error: .+"
+            r"|(?:cc1plus|cc1|gcc|g\+\+|c\+\+|clang(?:\+\+)?|collect2|ld): (?:fatal )?error: .+)$"),
          "nvcc fatal   : Unsupported gpu architecture 'compute_89'",
-         "a compiler refused the code a JIT or extension build gave it (DeepSpeed ops, torch "
+         "a compiler (or its driver: cc1plus, collect2) refused the code a JIT or extension build gave it (DeepSpeed ops, torch "
          "cpp_extension, Triton's helpers): the build tool's failure below it is the consequence",
          exception="compiler error", role="root", kind="native",
          anchors=("nvcc fatal", "nvcc error", ": error: ", ": fatal error: ")),
@@ -649,6 +651,9 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
          "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
          "PyTorch's CUDA error hint: it names the error the line above stated"),
     Rule("tgi-rank-field", _r(r"^\s*rank=\d+\s*$"), " rank=0", "TGI appends the shard's tracing field"),
+    Rule("torch-dynamo-verbose-hint", _r(r"^Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"),
+         "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug to PyTorch).",
+         "torch.compile's hint after the error it re-raised: it names how to see more, never the error"),
 )
 
 # Markers of the crash phase, in pipeline order; the furthest stage reached before the

@@ -299,9 +299,12 @@ def _without_copies(found: list[Found]) -> list[Found]:
     """The same error is often printed twice: as a log line ("watchdog thread terminated
     with exception: CUDA error: ...") and as the exception that carries it (a C++
     terminate's what(), a Python exception line). The typed exception says more; the log
-    line's copy is dropped."""
+    line's copy is dropped. A wrapper that quotes the error ("Inspect the stacktrace to
+    find the original error: ValueError('...')") carries no error of its own: the line
+    that prints the error is kept."""
     typed = list(dict.fromkeys(item.event.message for item in found  # every rank repeats it
-                               if item.event.kind in ("python", "cpp") and item.event.message and not item.mention))
+                               if item.event.kind in ("python", "cpp") and item.event.message and not item.mention
+                               and not scan.first_rule(P.SYMPTOMS, f"{item.event.exception}: {item.event.message}")))
     if not typed:
         return found
     kept = []

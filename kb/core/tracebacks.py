@@ -26,6 +26,9 @@ _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
 _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _TABLE_BORDER = lazy(r"^\+-[-+]*$")
+# Words a sentence states a failure with (and the pre-filter lets through).
+_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for)|[Ff]ailed to|out of memory)\b")
+_RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
@@ -83,6 +86,10 @@ class Extractor:
     # the first line that shows an error happened without stating it (a traceback header,
     # a chain marker, a hint printed after an error): a log with only these is a capture gap
     unstated: tuple[int, str] | None = None
+    # the first unlevelled line that states a failure in words and matched no rule, and how
+    # many there were: the one such line of a log without any error is that error
+    statement: Found | None = None
+    statements: int = 0
 
     # ----------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
@@ -357,6 +364,9 @@ class Extractor:
         if _is_boilerplate(stripped):
             self._evidence(line, stripped)
             return  # a hint printed after an error (names it, never states it)
+        if _RICH_FRAME.match(stripped):
+            self._evidence(line, stripped)
+            return  # a frame of Rich's traceback panel: an error's stack, its statement below the panel
         exc = P.EXCEPTION_LINE.match(stripped)
         if (exc and exc["msg"] is None and stripped.endswith(":") and not line.header
                 and _looks_like_exception(exc["exc"], in_traceback=False)):
@@ -401,6 +411,12 @@ class Extractor:
             event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
             self._add(stream, Found(event, line.level, line.timestamp, line.record))
+        elif line.level is None and _FAILURE_STATEMENT.search(stripped):
+            self.statements += 1
+            if self.statement is None:
+                event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
+                                   line_number=line.number, kind="log_error")
+                self.statement = Found(event, line.level, line.timestamp, line.record, key=line.key)
 
     def _rule(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
         """The first error-line rule the line matches (a Python exception named before
