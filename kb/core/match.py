@@ -175,6 +175,9 @@ _SURFACES_AS = (
     frozenset({"CUDA out of memory", "OutOfMemoryError"}),
     # the watchdog's own line, and torch's DistBackendError that quotes it
     frozenset({"NCCL watchdog timeout", "DistBackendError"}),
+    # TensorRT-LLM's C++ exception, and the RuntimeError pybind11 turns it into in Python
+    # ("[TensorRT-LLM][ERROR] Assertion failed: ..." either way)
+    frozenset({"TllmException", "RuntimeError"}),
 )
 
 

@@ -496,7 +496,7 @@ SYMPTOMS: tuple[Rule, ...] = (
     Rule("vllm-worker-died", _r(r"[Ww]orker\b[^.]{0,60}?\bdied\b"),
          "RuntimeError: Worker died unexpectedly", "the executor noticed a worker exit: the worker's own error is the cause",
          anchors=('died',)),
-    Rule("vllm-engine-dead", _r(r"EngineDeadError|EngineCore encountered an issue|Engine loop has died|MQLLMEngine|engine died unexpectedly|AsyncEngineDeadError"),
+    Rule("vllm-engine-dead", _r(r"EngineDeadError|EngineCore encountered (?:an issue|a fatal error)|Engine loop has died|MQLLMEngine|engine died unexpectedly|AsyncEngineDeadError"),
          "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
          "the API server's view of a dead engine core",
          anchors=('EngineDeadError', 'EngineCore encountered', 'Engine loop has died', 'MQLLMEngine', 'engine died')),

@@ -22,8 +22,10 @@ _STOP_TERMS = frozenset("""a an the of to in on at by for from with and or is ar
 has have had it its this that not no as if when while into than then so""".split())
 
 
-# A short label before the statement ("CUDA initialization: ", "CUDA error: "): one
-# error is printed with and without it, by torch's warning and its exception.
+# A short label before the statement ("CUDA initialization: ", "CUDA error: ") and a log
+# tag ("[TensorRT-LLM][ERROR] "): one error is printed with and without them, by torch's
+# warning and its exception, by a C++ logger and the Python exception it becomes.
+_TAGS = re.compile(r"^(?:\[[\w .-]{1,30}\])+ ?")
 _LABEL = re.compile(r"^[A-Za-z][\w .-]{2,40}?: (?=\S.{19})")
 
 
@@ -31,8 +33,10 @@ def message_key(template: str) -> str:
     """The first three words of a message template's identifying part (kb.core.comparable,
     without a leading label), lowercased: an indexed narrowing key that survives changed
     numbers and paths, a rank's locator tag and a wrapper's "terminated with exception:".
-    Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for"."""
-    view = comparable(template)
+    Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for".
+    Stored keys are computed once: a change here needs a migration that recomputes them
+    (as 0011 does)."""
+    view = _TAGS.sub("", comparable(template), count=1)
     view = _LABEL.sub("", view, count=1)
     words = [w for w in _WORD.findall(view.lower()) if w not in _KEY_STOP]
     return " ".join(words[:3])[:120]

@@ -743,7 +743,10 @@ def _assert_statement(event: ErrorEvent) -> None:
 
 def quoted_error(text: str) -> ErrorEvent | None:
     """The error named inside a wrapper's message: an error-line rule or an exception
-    mention, searched after the wrapper's own words."""
+    mention, searched after the wrapper's own words. A quote after "with error" that
+    names neither is still the error's text, of no known type (vLLM's "Worker failed with
+    error '{e}'" quotes str(e), the message without its type)."""
+    untyped = None
     for quote in _QUOTE.finditer(text):
         inner, opened = text[quote.end():], quote.group(0)[-1:]
         if opened in ("'", '"'):  # the quoted part ends at its closing quote: "... 'X', please check ..."
@@ -759,7 +762,15 @@ def quoted_error(text: str) -> ErrorEvent | None:
         if mention is not None:
             message = mention["repr"] if mention["repr"] is not None else (mention["msg"] or "")
             return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python")
+        if untyped is None and opened in ("'", '"') and quote.group(0).lower().startswith("with error") \
+                and len(inner.split()) >= _QUOTED_WORDS:
+            untyped = inner.strip()
+    if untyped is not None:
+        return ErrorEvent(exception=LOGGED_ERROR, message=untyped, kind="log_error")
     return None
+
+
+_QUOTED_WORDS = 3  # a quoted text this long states an error ('None' or 'CUDA' does not)
 
 
 _QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)

@@ -294,8 +294,9 @@ def test_a_kernel_named_by_its_full_signature_or_by_name_is_one_assert():
 def test_recall_finds_one_error_behind_a_label_a_locator_or_a_wrapping_clause():
     """The key a crash is recalled by comes from what identifies its message: torch's
     warning 'CUDA initialization: <text>' and the RuntimeError of that text, the
-    watchdog's line and the DistBackendError quoting it, share it; a short statement
-    keeps its label (it would say too little without it)."""
+    watchdog's line and the DistBackendError quoting it, a C++ logger's tagged line and
+    the exception it becomes, share it; a short statement keeps its label (it would say
+    too little without it)."""
     from kb.core.recall import message_key
 
     driver = "The NVIDIA driver on your system is too old (found version 11060). Please update your GPU driver."
@@ -304,6 +305,8 @@ def test_recall_finds_one_error_behind_a_label_a_locator_or_a_wrapping_clause():
     raised = "[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: " + line
     assert message_key(message_template(line)) == message_key(message_template(raised)) == "watchdog caught collective"
     assert message_key("CUDA error: out of memory") != message_key("CUDA error: misaligned address")
+    assertion = "Assertion failed: mpiSize == tp * pp (/src/cpp/tensorrt_llm/runtime/worldConfig.cpp:99)"
+    assert message_key(message_template("[TensorRT-LLM][ERROR] " + assertion)) == message_key(message_template(assertion))
 
 
 def test_a_warning_of_the_default_category_names_no_type_its_words_decide():
@@ -316,3 +319,13 @@ def test_a_warning_of_the_default_category_names_no_type_its_words_decide():
     raised = _crash("RuntimeError", driver, engine="pytorch")
     assert score(warned, raised, WEIGHTS).status == "known"
     assert score(_crash("ValueError", driver, engine="pytorch"), raised, WEIGHTS).status != "known"
+
+
+def test_tensorrt_llms_cpp_exception_and_the_runtimeerror_python_sees_are_one_type():
+    """pybind11 turns TensorRT-LLM's TllmException into a RuntimeError; the assertion
+    text is the same either way."""
+    text = "[TensorRT-LLM][ERROR] Assertion failed: mpiSize == tp * pp (/src/cpp/tensorrt_llm/runtime/worldConfig.cpp:99)"
+    cpp = _crash("tensorrt_llm::common::TllmException", text, engine="tensorrt-llm")
+    python = _crash("RuntimeError", text, engine="tensorrt-llm")
+    assert score(cpp, python, WEIGHTS).status == "known"
+    assert score(_crash("ValueError", text, engine="tensorrt-llm"), cpp, WEIGHTS).status != "known"
