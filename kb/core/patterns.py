@@ -558,7 +558,8 @@ SYMPTOMS: tuple[Rule, ...] = (
          "['/usr/bin/python', '-u', 'train.py', '--local_rank=7']",
          "a launcher names the command line of the child that failed (DeepSpeed adds 'exits "
          "with return code' after it): the child's own error is the cause",
-         anchors=("['",)),
+         # (not "['/": engines log lists of paths; the launcher's argv[0] is an interpreter or a launcher)
+         anchors=("bin/python", "['python", "torchrun', '", "deepspeed', '", "accelerate', '", "bash', '", "['sh'", "mpirun', '")),
     Rule("subprocess-exit", _r(r"Command .* returned non-zero exit status|died with <Signals"),
          "subprocess.CalledProcessError: Command '['x']' returned non-zero exit status 1.",
          "a launcher reporting that its child failed",
