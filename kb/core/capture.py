@@ -270,9 +270,12 @@ _STRUCTURE = ("Traceback (", 'File "', "During handling", "The above exception")
 
 def _goes_on(text: str, profile: Profile | None) -> bool:
     """Could this line be the rest of a line the terminal cut? Not if it starts something
-    of its own, nor if the capture prefixed it (the terminal cut the captured line)."""
-    if not text or text[0].isspace() or peel(text, profile).layers:
+    of its own or is indented, nor if the capture prefixed it (the terminal cut the
+    captured line)."""
+    if not text or peel(text, profile).layers:
         return False
+    if text[0].isspace() and not (text[0] == " " and text[1:2].strip()):
+        return False  # indented (a cut on a space leaves one space at the rest's head)
     return not text.startswith(_STRUCTURE) and not EXCEPTION_LINE.match(text) and not _states_error(text)
 
 

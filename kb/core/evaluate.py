@@ -60,15 +60,15 @@ _ELISION = re.compile(r"\s*(?:\.\.\.|…)")
 
 # Where native code says it failed, which some labels keep and some drop: "ggml-cpu.c:8883: "
 # before GGML_ASSERT, TensorRT's "[optimizer.cpp::computeCosts::2011] " before its error,
-# NCCL's "misc/shmutils.cc:114 NCCL WARN " before its warning.
+# NCCL's "misc/shmutils.cc:114 NCCL WARN " before its warning, c10's "[E socket.cpp:860] ".
 _LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
-                       r"|(?:[\w./-]+\.\w+:\d+ )?NCCL WARN "
+                       r"|(?:[\w./-]+\.\w+:\d+ )?NCCL WARN |\[[IWEF]\S* [\w./-]+\.\w+:\d+\] "
                        r"|thread '[^']*' panicked at (?:[\w./-]+:\d+:\d+:\s*|'))")  # a Rust panic's where
 
 
 def message_matches(got: str, expected: str) -> bool:
     a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _fold(expected))
-    a, b = _LOCATION.sub("", a), _LOCATION.sub("", b)
+    a, b = _LOG_TAG.sub("", _LOCATION.sub("", a)), _LOG_TAG.sub("", _LOCATION.sub("", b))
     if a == b:
         return True
     if min(len(a), len(b)) >= 20 and (a.startswith(b) or b.startswith(a) or a.endswith(b)):
@@ -154,7 +154,10 @@ def _root_matches(root, expected: dict[str, Any]) -> tuple[bool, bool]:
     exception_ok = canonical_exception(root.exception) == canonical_exception(want) or (
         want in LOG_TAG_EXCEPTIONS and root.kind != "python") or root.kind in _UNTYPED_KINDS or (
         not root.exception and root.truncated)  # a cut traceback whose text its header kept
-    return exception_ok, message_matches(root.message, expected.get("message") or "")
+    message = expected.get("message") or ""
+    if want and message.startswith(f"{want}: "):
+        message = message[len(want) + 2:]  # a label that repeats the type in the message
+    return exception_ok, message_matches(root.message, message)
 
 
 def evaluate_case(case: Case, analysis: Analysis) -> CaseResult:

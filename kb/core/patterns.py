@@ -254,6 +254,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
          "a C/C++ library's CUDA check: the CUDA error name or code says what failed",
          exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error")),
+    Rule("ssh-auth-failed",
+         _r(r"^(?:[\w.-]+: )?(?P<msg>.*?\bPermission denied \((?:publickey|password|keyboard-interactive|gssapi-\w+|hostbased)[\w,-]*\)\.?)\s*$"),
+         "localhost: worker@node-2: Permission denied (publickey,password).",
+         "a multi-node launcher (pdsh for DeepSpeed, mpirun, torchrun over ssh) could not log in to a node "
+         "(pdsh's 'node: ' before ssh's 'user@node: ' is left out): its exit code 255 below is the consequence",
+         exception="ssh error", role="root", kind="native", anchors=("Permission denied (",)),
     Rule("illegal-instruction",
          _r(r"^(?P<msg>.*?(?:signal: illegal instruction|Illegal instruction|SIGILL: illegal instruction).*)$"),
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",

@@ -29,6 +29,7 @@ _TABLE_BORDER = lazy(r"^\+-[-+]*$")
 # Words a sentence states a failure with (and the pre-filter lets through).
 _FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for)|[Ff]ailed to|out of memory)\b")
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
+_WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
@@ -67,6 +68,7 @@ class _Stream:
     cpp: Found | None = None
     pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
     bare: Found | None = None  # `RuntimeError:` alone: an exception only if its text follows, indented
+    bare_unindented: bool = False  # ... or a warning's `x.py:N: UserWarning:`, whose text follows as is
     indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
     untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
@@ -130,7 +132,8 @@ class Extractor:
         stream.before, stream.previous = (stream.previous if contiguous else ""), stripped
         if stream.bare is not None:
             bare, stream.bare = stream.bare, None
-            if contiguous and stripped and body[:1] in (" ", "\t"):
+            unindented, stream.bare_unindented = stream.bare_unindented, False
+            if contiguous and stripped and (body[:1] in (" ", "\t") or unindented):
                 self._add(stream, bare)  # bitsandbytes' "RuntimeError:\n        CUDA Setup failed ..."
                 stream.continuation_of, stream.continuation_lines = bare, 0
                 stream.continuation_layers = line.layers
@@ -373,6 +376,13 @@ class Extractor:
             stream.bare = Found(ErrorEvent(exception=exc["exc"], message="", process=_label(line),
                                            line_number=line.number, kind="python"),
                                 line.level, line.timestamp, line.record)
+            return
+        warned = _WARNING_HEAD.match(stripped)
+        if warned:  # `x.py:287: UserWarning: ` and the text on the next lines (it began with "\n")
+            stream.bare = Found(ErrorEvent(exception=warned["exc"], message="", process=_label(line),
+                                           line_number=line.number, kind="python"),
+                                line.level, line.timestamp, line.record, mention=True)
+            stream.bare_unindented = True
             return
         # "ValueError: msg" or a bare "AssertionError" outside a traceback (one-line logs,
         # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule

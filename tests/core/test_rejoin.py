@@ -80,3 +80,15 @@ def test_a_line_exactly_three_widths_long_is_learned_as_wrapped_though_no_piece_
     pieces = [line[i:i + 80] for i in range(0, 240, 80)]
     assert Profile.learn(pieces).wrap_width == 80
     assert Profile.learn(pieces[:1] + ["INFO 05-01 12:00:02 [core.py:9] next record"]).wrap_width is None
+
+
+def test_one_cut_on_a_space_is_learned_from_a_short_excerpt():
+    """A single line cut at a terminal width where a space fell: its rest starts with
+    that one space. An indented line (more spaces) is still not a rest."""
+    cut = "[2025-10-13 09:06:25] node-0:3663:4044 [0] misc/shmutils.cc:129 NCCL WARN Error while creating shared"
+    cut = cut.replace("node-0", "node-0" + "x" * (120 - len(cut)))
+    assert len(cut) == 120
+    rest = " memory segment /dev/shm/nccl-Ewjreo (size 33030528), error: No space left on device (28)"
+    after = "node-0:3663:4044 [0] NCCL INFO proxy.cc:1336 -> 2"
+    assert Profile.learn([cut, rest, after]).wrap_width == 120
+    assert Profile.learn([cut, "    " + rest.strip(), after]).wrap_width is None

@@ -20,6 +20,20 @@ def test_a_warning_that_says_what_is_wrong_is_the_cause_when_nothing_else_is():
     assert (root.exception, root.message.split(":")[0]) == ("UserWarning", "CUDA initialization")
 
 
+def test_a_warning_whose_text_starts_on_the_next_line_is_read_whole():
+    """torch's compute-capability warning begins its text with a newline: the category
+    ends its line, the text follows unindented. A lone warning stays the answer only when
+    nothing else is (so no launch noise around it here)."""
+    log = START + ("/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:262: UserWarning: \n"
+                   "NVIDIA RTX PRO 6000 Blackwell Workstation Edition with CUDA capability sm_120 is not compatible "
+                   "with the current PyTorch installation.\n"
+                   "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n")
+    result = analyze(log.encode())
+    assert result.verdict == "found"
+    assert result.root_cause.exception == "UserWarning"
+    assert "sm_120 is not compatible with the current PyTorch installation" in result.root_cause.message
+
+
 def test_an_error_shown_but_not_stated_is_not_captured():
     """The excerpt ends inside the traceback: its exception line is missing, so the answer
     says so and where it stopped, rather than 'no error'."""
