@@ -133,10 +133,9 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
     sentences_a, sentences_b = _SENTENCE_END.split(a), _SENTENCE_END.split(b)
     if sentences_a[0] != sentences_b[0] or min(len(sentences_a), len(sentences_b)) < _SHARED_SENTENCES:
         return a, b
-    tail_a, tail_b = sentences_a[-1], sentences_b[-1]
     if not a.endswith((".", "!", "?")) and not b.endswith((".", "!", "?")):
-        shorter = min(tail_a, tail_b, key=len)
-        if tail_a.startswith(shorter) and tail_b.startswith(shorter):
+        shorter, longer = sorted((sentences_a[-1], sentences_b[-1]), key=len)
+        if longer.startswith(shorter):
             sentences_a[-1] = sentences_b[-1] = shorter
     kept_a, kept_b = list(sentences_a), list(sentences_b)
     shared = 0
@@ -164,7 +163,7 @@ def _opening(sentence: str) -> str:
 
 def _statement(message: str) -> str:
     """The first sentence of a message: what went wrong, before any advice."""
-    return re.split(r"(?<=[.!?])\s", message, maxsplit=1)[0]
+    return _SENTENCE_END.split(message, maxsplit=1)[0]
 
 
 # A native error's kind and the Python exception that carries the same text: the loader's
