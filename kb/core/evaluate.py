@@ -66,8 +66,12 @@ _LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
                        r"|thread '[^']*' panicked at (?:[\w./-]+:\d+:\d+:\s*|'))")  # a Rust panic's where
 
 
+# A capture's timestamp some labels keep at the head of the line they copied.
+_CAPTURE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+
+
 def message_matches(got: str, expected: str) -> bool:
-    a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _fold(expected))
+    a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _CAPTURE_TIME.sub("", _fold(expected)))
     a, b = _LOG_TAG.sub("", _LOCATION.sub("", a)), _LOG_TAG.sub("", _LOCATION.sub("", b))
     if a == b:
         return True
@@ -155,8 +159,9 @@ def _root_matches(root, expected: dict[str, Any]) -> tuple[bool, bool]:
         want in LOG_TAG_EXCEPTIONS and root.kind != "python") or root.kind in _UNTYPED_KINDS or (
         not root.exception and root.truncated)  # a cut traceback whose text its header kept
     message = expected.get("message") or ""
-    if want and message.startswith(f"{want}: "):
-        message = message[len(want) + 2:]  # a label that repeats the type in the message
+    short = want.rpartition(".")[2]
+    if short and re.match(rf"(?:[\w.]*\.)?{re.escape(short)}: ", message):
+        message = message.partition(f"{short}: ")[2]  # a label that repeats the type in the message
     return exception_ok, message_matches(root.message, message)
 
 

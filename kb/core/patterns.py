@@ -48,6 +48,9 @@ class Prefix:
     header: bool = False
     engine: str | None = None  # the engine whose logger prints this prefix
     starts: str = ""  # characters a line can start with for this prefix to apply ("" = any)
+    # the record's message is laid out in a column: too long, it wraps onto the next lines,
+    # which carry no prefix (rich's logging handler in a narrow terminal)
+    wraps: bool = False
 
 
 PREFIXES: tuple[Prefix, ...] = (
@@ -108,7 +111,7 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("rich-logging", _r(r"^(?:\[(?P<ts>\d\d/\d\d/\d\d \d\d:\d\d:\d\d)\]| {19}) (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) +"),
            "[05/05/25 16:31:14] DEBUG    Server check failed: [Errno 61] Connection refused, retrying...",
            "rich's logging handler: the time only when it changed, the level padded, the source right-aligned",
-           header=True, starts="[ "),
+           header=True, starts="[ ", wraps=True),
     Prefix("table-row", _r(r"^\|(?=(?:[^|]*\|){2,}\s*$)(?:[^|]*\|)*?(?=[^|]*\|\s*$)\s*"),
            "| tensorrt_llm | 1       | UNAVAILABLE: Internal: unexpected error when creating modelInstanceState: |",
            "a row of an ASCII table (Triton's model status): the message is the last cell, and a message too long "
@@ -186,6 +189,8 @@ EXCEPTION_MENTION = _r(
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
 TRAILING_SOURCE = _r(r"(?<!\s)\s{3,}[\w.-]+\.py:\d+\s*$")
+# rich's source column: one space apart when the message column is full ("Failed to local.py:302")
+COLUMN_SOURCE = _r(r"\s+(?P<src>[\w.-]+\.py:\d+)\s*$")
 # A message that is the repr of an exception raised by `raise X(...` on a truncated log.
 RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<msg>[^\"']*))?")
 
@@ -752,10 +757,11 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
 BLOCK_ANCHORS: tuple[str, ...] = (
     "Traceback", 'File "', 'File \\"', "Error", "error", "Exception", "terminate called", "what():",
     "Fatal", "Segmentation fault", "most recent call first",
+    "ERROR",  # an error record's message may go on below (wrapped in a column: Prefix.wraps)
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on
 # Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (
-    "ERROR", "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
+    "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA",
     # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kb.core.capture import Peeled, Profile, peel
-from kb.core.patterns import PREFIXES, TRAILING_SOURCE, by_first_char
+from kb.core.patterns import COLUMN_SOURCE, PREFIXES, by_first_char
 
 _MAX_LAYERS = 6
 
@@ -28,6 +28,7 @@ class LogLine:
     pieces: int = 1  # physical lines it was rejoined from (a hard-wrapped copy)
     layers: tuple[str, ...] = ()  # the capture layers peeled off it (kb.core.capture.Peeled)
     dropped: str = ""  # a glued or overwritten progress bar cut from its head (capture.clean_parts)
+    wraps: bool = False  # a record whose message may go on, wrapped, on the next lines (Prefix.wraps)
 
     @property
     def record(self) -> tuple[str | None, str | None, str | None, str | None]:
@@ -64,8 +65,12 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
             line.header = line.header or prefix.header
             line.engine = line.engine or prefix.engine
             text = text[match.end():]
-            if prefix.name == "rich-logging":  # the source column right-aligned at the end
-                text = TRAILING_SOURCE.sub("", text)
+            if prefix.wraps:  # the source column right-aligned at the end
+                source = COLUMN_SOURCE.search(text)
+                if source:
+                    line.source = line.source or source["src"]
+                    text = text[:source.start()]
+                line.wraps = True
             elif prefix.name == "table-row":  # the cell's closing border
                 text = text.rstrip().removesuffix("|")
             stripped = True

@@ -51,6 +51,7 @@ class Found:
     inferred: bool = False  # exception type inferred from a `raise` line on a truncated log
     key: tuple | None = None  # the stream (capture label, process) it was found in
     mention: bool = False  # named inside a log line rather than printed as an exception line
+    wraps: bool = False  # its record's message goes on, wrapped, on the next unprefixed lines
 
 
 @dataclass(slots=True)
@@ -294,7 +295,7 @@ class Extractor:
         # vLLM repeats its header (with the same source) on every line of a record; a
         # header without a source starts a new record.
         same_record = (line.record == found.record and (line.source is not None or not line.header)
-                       if found.record else not line.header)
+                       if found.record and not found.wraps else not line.header)
         # a line another capture layer wraps (a timestamp the exception line lacks): another record
         rewrapped = line.layers != stream.continuation_layers
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
@@ -305,7 +306,10 @@ class Extractor:
         if _is_boilerplate(stripped):
             return True
         event = found.event
-        event.message = f"{event.message}\n{line.body}" if event.message else line.body.strip()
+        if found.wraps:  # a sentence wrapped in a column: its words go on
+            event.message = f"{event.message} {stripped}".strip()
+        else:
+            event.message = f"{event.message}\n{line.body}" if event.message else line.body.strip()
         return True
 
     @staticmethod
@@ -420,7 +424,11 @@ class Extractor:
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
-            self._add(stream, Found(event, line.level, line.timestamp, line.record))
+            found = Found(event, line.level, line.timestamp, line.record, wraps=line.wraps)
+            self._add(stream, found)
+            if line.wraps:
+                stream.continuation_of, stream.continuation_lines = found, 0
+                stream.continuation_layers = line.layers
         elif line.level is None and _FAILURE_STATEMENT.search(stripped):
             self.statements += 1
             if self.statement is None:

@@ -35,3 +35,23 @@ def test_descriptive_kinds_agree_by_their_words_not_their_spelling():
     assert _kinds_agree("NCCL watchdog timeout", "NCCL timeout", "nccl")
     assert not _kinds_agree("Rust panic", "CUDA OOM", "cpp")
     assert _kinds_agree("logged error", "xinference launch error", "log_error")
+
+
+def test_a_capture_timestamp_the_label_kept_is_not_part_of_the_message():
+    got = "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1) ran for 6 ms"
+    assert message_matches(got, "2023-12-28T13:17:07.318704498Z [E ProcessGroupNCCL.cpp:828] " + got)
+    assert not message_matches("[Rank 0] Watchdog caught collective operation timeout",
+                               "2023-12-28T13:17:07Z [E ProcessGroupNCCL.cpp:828] Some NCCL operations have failed")
+
+
+def test_a_label_that_repeats_its_type_in_the_message_under_a_shorter_name():
+    from types import SimpleNamespace
+
+    from kb.core.evaluate import _root_matches
+
+    root = SimpleNamespace(exception="OutOfMemoryError", message="CUDA out of memory. Tried to allocate 172.00 MiB",
+                           kind="python", truncated=False)
+    label = {"exception": "torch.cuda.OutOfMemoryError",
+             "message": "OutOfMemoryError: CUDA out of memory. Tried to allocate 172.00 MiB"}
+    assert _root_matches(root, label) == (True, True)
+    assert _root_matches(root, {**label, "message": "ValueError: CUDA out of memory. Tried to allocate 172.00 MiB"}) == (True, False)
