@@ -38,3 +38,17 @@ def comparable(template: str) -> str:
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
     view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", view))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
+
+
+# A wrapper that quotes the error it caught, type and all: "Capture cuda graph failed:
+# RuntimeError: <text>", torch.compile's InternalTorchDynamoError whose text is
+# "RuntimeError: <text>". The quoted error is the crash, whichever wrapper carried it.
+_QUOTED_ERROR = re.compile(r"^(?:[^:'\"\n]{1,80}?: )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (?P<msg>\S.*)",
+                           re.S)
+
+
+def carried_error(template: str) -> tuple[str, str] | None:
+    """(type, text) of the typed error a message template carries at its head, after at
+    most a short clause of the wrapper's own; None when it quotes none."""
+    quoted = _QUOTED_ERROR.match(template)
+    return (quoted["exc"], quoted["msg"]) if quoted else None

@@ -10,13 +10,15 @@ The thresholds are chosen by cross-validation on the labeled corpus (`kb eval
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import replace
 from difflib import SequenceMatcher
 
 from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
 
-from kb.core.comparable import comparable
+from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
 from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
 from kb.core.gpus import gpu_family
@@ -32,6 +34,10 @@ _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
+# a message that is only a value (kb.core.match.raise_site_similarity): type and site
+_VALUE_SITE = {"exception": 0.40, "frames": 0.60}
+# KeyError's repr of the key, an index: nothing but the value (after normalization)
+_VALUE_ONLY = re.compile(r"""^\s*(?:'[^']*'|"[^"]*"|<[a-z]+>|-?\d+)\s*$""")
 # multiplicative context penalties (only when both sides state the value)
 # Error-code slots: a message naming one value of a closed set of error codes is another
 # crash than one naming another value, however alike the rest reads ("NCCL error ...,
@@ -71,7 +77,7 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
         return 0.0  # an empty message (truncated log) is evidence of nothing
     if a == b:
         return 100.0
-    a, b = without_value_reports(comparable(a), comparable(b))
+    a, b = without_value_reports(*without_errno_text(comparable(a), comparable(b)))
     if a == b:
         return 100.0
     head_a, head_b = _statement(a), _statement(b)
@@ -156,6 +162,23 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
     return " ".join(s for s in kept_a if s), " ".join(s for s in kept_b if s)
 
 
+# The C library's text for an errno value, as tools append it to what failed ("ld: cannot
+# find -lcuda: No such file or directory"): read from the platform's own table.
+_ERRNO_TEXT = re.compile(": (?:" + "|".join(sorted(
+    {re.escape(text) for number in range(1, 134) if not (text := os.strerror(number)).startswith("Unknown error")},
+    key=len, reverse=True)) + r")$")
+
+
+def without_errno_text(a: str, b: str) -> tuple[str, str]:
+    """Two texts without the errno text one of them ends in and the other lacks: linkers
+    and loaders of some versions add it to the same failure. Both ending in one (two
+    errno values: another failure) keep it."""
+    errno_a, errno_b = _ERRNO_TEXT.search(a), _ERRNO_TEXT.search(b)
+    if bool(errno_a) == bool(errno_b):
+        return a, b
+    return (a[:errno_a.start()] if errno_a else a), (b[:errno_b.start()] if errno_b else b)
+
+
 def _opening(sentence: str) -> str:
     """A sentence's first three words: two versions of one sentence begin alike."""
     return " ".join(sentence.split()[:3])
@@ -209,6 +232,32 @@ def frame_similarity(a: list[str], b: list[str]) -> float:
     return max(Levenshtein.normalized_similarity(a, b), 0.9 * Levenshtein.normalized_similarity(functions_a, functions_b)) * 100
 
 
+def raise_site_similarity(a: list[str], b: list[str]) -> float:
+    """0-100: how much of the raising library's own frames nearest the raise (the run of
+    frames, from the last, in the top-level package of the last) the two stacks share,
+    aligned at the raise; 100 when the shorter run is all shared. Callers in user code
+    differ between reports and are not the site."""
+    run_a, run_b = _library_run(a), _library_run(b)
+    if not run_a or not run_b:
+        return 0.0
+    shared = 0
+    for frame_a, frame_b in zip(reversed(run_a), reversed(run_b)):
+        if frame_a != frame_b:
+            break
+        shared += 1
+    return 100.0 * shared / min(len(run_a), len(run_b))
+
+
+def _library_run(frames: list[str]) -> list[str]:
+    package = frames[-1].split("/", 1)[0] if frames else ""
+    run: list[str] = []
+    for frame in reversed(frames):
+        if frame.split("/", 1)[0] != package:
+            break
+        run.append(frame)
+    return run[::-1]
+
+
 def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
     """The error-code slots both messages fill, with different values."""
     out = []
@@ -229,9 +278,22 @@ def _minor(version: str | None) -> tuple[int, int] | None:
 _NAMES_NO_TYPE = frozenset({LOGGED_ERROR, "UserWarning", "Warning"})
 
 
+def _unwrapped(features: CrashFeatures) -> CrashFeatures:
+    """The features of the error a wrapper's message quotes with its type, else as given
+    (kb.core.comparable.carried_error)."""
+    quoted = carried_error(features.message_template)
+    if quoted is None:
+        return features
+    return replace(features, exception=quoted[0], message_template=quoted[1])
+
+
 def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights = UNIFORM,
           mix: float = TERM_MIX) -> MatchScore:
     explanation: list[str] = []
+    unwrapped_q, unwrapped_c = _unwrapped(query), _unwrapped(candidate)
+    if unwrapped_q is not query or unwrapped_c is not candidate:
+        explanation.append("a wrapper quotes a typed error: that error is compared")
+        query, candidate = unwrapped_q, unwrapped_c
     exc = exception_similarity(query.exception, candidate.exception)
     msg = message_similarity(query.message_template, candidate.message_template, weights, mix)
     untyped = {canonical_exception(query.exception), canonical_exception(candidate.exception)} & _NAMES_NO_TYPE
@@ -245,7 +307,17 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     explanation.append(f"message {msg:.0f}/100")
     site_is_identity = query.exception in CRASH_SIGNALS or candidate.exception in CRASH_SIGNALS
     frames = 0.0
-    if query.frames and candidate.frames:
+    if _VALUE_ONLY.match(query.message_template) and _VALUE_ONLY.match(candidate.message_template):
+        # KeyError: 'qwen2' and KeyError: 'llama' from one lookup: the value is this run's
+        # data, not what was looked up; where it was raised says that
+        if query.frames and candidate.frames:
+            frames = raise_site_similarity(query.frames, candidate.frames)
+            core = _VALUE_SITE["exception"] * exc + _VALUE_SITE["frames"] * frames
+            explanation.append(f"a message that is only a value: the raise site decides ({frames:.0f}/100)")
+        else:
+            core = min(_WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg, KNOWN_THRESHOLD - 1)
+            explanation.append("a message that is only a value, a raise site unknown: at most similar")
+    elif query.frames and candidate.frames:
         frames = frame_similarity(query.frames, candidate.frames)
         explanation.append(f"frames {frames:.0f}/100")
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES

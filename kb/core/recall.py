@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kb.core.comparable import comparable
+from kb.core.comparable import carried_error, comparable
 from kb.core.records import CrashFeatures
 
 _WORD = re.compile(r"[a-z][a-z_]{2,}")
@@ -32,11 +32,13 @@ _LABEL = re.compile(r"^[A-Za-z][\w .-]{2,40}?: (?=\S.{19})")
 def message_key(template: str) -> str:
     """The first three words of a message template's identifying part (kb.core.comparable,
     without a leading label), lowercased: an indexed narrowing key that survives changed
-    numbers and paths, a rank's locator tag and a wrapper's "terminated with exception:".
+    numbers and paths, a rank's locator tag, a wrapper's "terminated with exception:" and
+    a wrapper that quotes the typed error it caught.
     Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for".
     Stored keys are computed once: a change here needs a migration that recomputes them
     (as 0011 does)."""
-    view = _TAGS.sub("", comparable(template), count=1)
+    quoted = carried_error(template)
+    view = _TAGS.sub("", comparable(quoted[1] if quoted else template), count=1)
     view = _LABEL.sub("", view, count=1)
     words = [w for w in _WORD.findall(view.lower()) if w not in _KEY_STOP]
     return " ".join(words[:3])[:120]

@@ -83,6 +83,54 @@ MUST_NOT_MERGE += [
 ]
 
 
+_CONFIG_LOOKUP = ["transformers/models/auto/configuration_auto.py:from_pretrained",
+                  "transformers/models/auto/configuration_auto.py:__getitem__"]
+MUST_NOT_MERGE += [
+    # two errno values: a file missing and one not readable are two failures
+    (_crash("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory"),
+     _crash("ImportError", "libcudart.so.12: cannot open shared object file: Permission denied")),
+    # two wrappers carrying other errors
+    (_crash("Exception", "Capture cuda graph failed: RuntimeError: CUDA error: out of memory"),
+     _crash("Exception", "Capture cuda graph failed: RuntimeError: Cannot call CUDAGeneratorImpl::current_seed "
+                         "during CUDA graph capture.")),
+    # a bare key looked up in two places: a model type unknown to transformers vs a weight missing
+    (dataclasses.replace(_crash("KeyError", "'qwen2'"), frames=_CONFIG_LOOKUP),
+     dataclasses.replace(_crash("KeyError", "'lm_head.weight'"),
+                         frames=["vllm/model_executor/models/llama.py:load_weights"])),
+    # ... and one whose raise site the log does not show
+    (dataclasses.replace(_crash("KeyError", "'qwen2'"), frames=_CONFIG_LOOKUP), _crash("KeyError", "'qwen2'")),
+]
+
+
+def test_an_errno_text_only_one_side_prints_does_not_tell_two_failures_apart():
+    """ld and loaders of some versions append the C library's errno text to what failed."""
+    assert score(_crash("linker error", "/usr/bin/ld: cannot find -lcuda"),
+                 _crash("linker error", "/usr/bin/ld: cannot find -lcuda: No such file or directory"),
+                 WEIGHTS).status == "known"
+
+
+def test_a_wrapper_that_carries_a_typed_error_is_that_error():
+    """The same error, quoted by a wrapper with its type or raised on its own."""
+    text = "Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture. If you need this call to be " \
+           "captured, please file an issue."
+    wrapped = _crash("Exception", f"Capture cuda graph failed: RuntimeError: {text}", engine="sglang")
+    for other in (_crash("torch._dynamo.exc.InternalTorchDynamoError", f"RuntimeError: {text}", engine="sglang"),
+                  _crash("RuntimeError", text, engine="sglang")):
+        assert score(wrapped, other, WEIGHTS).status == "known"
+        assert recall_keys(wrapped).message_key == recall_keys(other).message_key
+
+
+def test_a_message_that_is_only_a_value_is_known_by_where_it_was_raised():
+    """KeyError: 'qwen2' and KeyError: 'llama' from transformers' config lookup, called
+    from two users' scripts: one cause (a transformers too old for the model type)."""
+    a = dataclasses.replace(_crash("KeyError", "'qwen2'", engine=None),
+                            frames=["sft/finetune.py:train", *_CONFIG_LOOKUP])
+    b = dataclasses.replace(_crash("KeyError", "'llama'", engine=None),
+                            frames=["experiments/evaluate.py:main", "transformers/models/auto/auto_factory.py:from_pretrained",
+                                    *_CONFIG_LOOKUP])
+    assert score(a, b, WEIGHTS).status == "known"
+
+
 def test_out_of_memory_in_one_call_stack_is_known_though_no_log_names_the_phase():
     """The call stack where memory ran out is the phase, whether or not the log says it."""
     a = dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB."),

@@ -176,3 +176,30 @@ def test_0011_recomputes_stored_message_keys_from_the_identifying_part(empty_db_
     finally:
         migrate.downgrade(db.engine, "base")
         db.dispose()
+
+
+
+def test_0012_keys_a_wrapper_that_carries_a_typed_error_by_that_error(empty_db_url):
+    """A wrapper's fingerprint stored under 0011's key (its own words) gets the key of the
+    error it carries, which an upload of that error alone looks up."""
+    from kb.core.recall import message_key
+
+    wrapped = "Capture cuda graph failed: RuntimeError: Cannot call CUDAGeneratorImpl::current_seed during capture."
+    db = Database(empty_db_url, pool_size=1)
+    try:
+        migrate.upgrade(db.engine, "0011")
+        with db.engine.begin() as conn:
+            _add_incident(conn)
+            conn.execute(sa.text(
+                "INSERT INTO incident_fingerprints (incident_id, version, hash, route_key, source, "
+                "exception, message_key, message_template, frames, created_at) VALUES "
+                "(1, '4', 'h', 'r', 'upload', 'Exception', 'runtimeerror cannot call', :template, '[]', "
+                "CURRENT_TIMESTAMP)"), {"template": wrapped})
+        migrate.upgrade(db.engine, "0012")
+        with db.engine.connect() as conn:
+            key = conn.execute(sa.text("SELECT message_key FROM incident_fingerprints")).scalar()
+        assert key == "cannot call cudageneratorimpl"
+        assert key == message_key("Cannot call CUDAGeneratorImpl::current_seed during capture.")
+    finally:
+        migrate.downgrade(db.engine, "base")
+        db.dispose()

@@ -14,34 +14,18 @@ lost: the exception lookup still finds them).
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
-from kb.core.recall import message_key
+from kb.db.migrations.message_keys import recompute_message_keys
 
 revision = '0011'
 down_revision = '0010'
 branch_labels = None
 depends_on = None
 
-_BATCH = 1000
-
 
 def upgrade() -> None:
-    connection = op.get_bind()
-    last_id = 0
-    while True:
-        rows = connection.execute(sa.text(
-            "SELECT id, message_template, message_key FROM incident_fingerprints WHERE id > :last "
-            "ORDER BY id LIMIT :batch"), {"last": last_id, "batch": _BATCH}).all()
-        if not rows:
-            break
-        changed = [{"id": row_id, "key": key} for row_id, template, old in rows
-                   if (key := message_key(template or "")) != old]
-        if changed:
-            connection.execute(sa.text("UPDATE incident_fingerprints SET message_key = :key WHERE id = :id"),
-                               changed)
-        last_id = rows[-1][0]
+    recompute_message_keys(op.get_bind())
 
 
 def downgrade() -> None:

@@ -1,0 +1,30 @@
+"""incident_fingerprints.message_key: recomputed so a wrapper that carries a typed error
+("Capture cuda graph failed: RuntimeError: <text>") is keyed by that error's text
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-12-05
+
+Recall looks a crash's candidates up by message key (kb.core.recall.message_key): the key
+of a wrapper's message now skips to the typed error it carries, as matching compares it.
+The downgrade leaves the new keys (nothing is lost: the exception lookup still finds them).
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from kb.db.migrations.message_keys import recompute_message_keys
+
+revision = '0012'
+down_revision = '0011'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    recompute_message_keys(op.get_bind())
+
+
+def downgrade() -> None:
+    pass  # the old rule's keys are what the old code looks up less often; see the docstring
