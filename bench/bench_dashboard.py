@@ -69,7 +69,7 @@ def run(label: str, url: str, args: argparse.Namespace) -> None:
         times = []
         for _ in range(args.rounds):
             t0 = time.perf_counter()
-            result = dashboard(db, base_url="http://127.0.0.1:8000")
+            result = dashboard(db)
             times.append((time.perf_counter() - t0) * 1000)
         print(f"{label}: {args.occurrences} occurrences over {args.days} days, {args.incidents} incidents "
               f"(filled in {filled:.1f} s); {result.occurrences_this_week} this week: dashboard "

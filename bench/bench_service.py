@@ -426,7 +426,7 @@ def in_process_ingest(url: str, logs: list[tuple[str, bytes]], uploads: int, thr
     migrate.upgrade(db.engine)
     try:
         for _, data in logs[: len(CRASHES)]:
-            ingest.ingest_upload(db, data, ingest.Overrides(), base_url="http://kb")
+            ingest.ingest_upload(db, data, ingest.Overrides())
         latencies: list[float] = []
         lock = threading.Lock()
         counter = iter(range(uploads))
@@ -438,7 +438,7 @@ def in_process_ingest(url: str, logs: list[tuple[str, bytes]], uploads: int, thr
                 if n is None:
                     return
                 start = time.perf_counter()
-                ingest.ingest_upload(db, logs[n % len(logs)][1], ingest.Overrides(), base_url="http://kb")
+                ingest.ingest_upload(db, logs[n % len(logs)][1], ingest.Overrides())
                 with lock:
                     latencies.append(time.perf_counter() - start)
 

@@ -49,20 +49,20 @@ _EXPORTS = {
     "Refused": "kb.client.errors",
     "Unauthorized": "kb.client.errors",
     "NotFound": "kb.client.errors",
-    # the service's answers
-    "UploadResult": "kb.services.views",
-    "IncidentRef": "kb.services.views",
+    # the service's answers (the ones with links: kb.web.links)
+    "UploadResult": "kb.web.links",
+    "IncidentRef": "kb.web.links",
     "OccurrenceRef": "kb.services.views",
     "MatchView": "kb.services.views",
     "SimilarView": "kb.services.views",
     "FixView": "kb.services.views",
     "RecommendationView": "kb.services.views",
-    "IncidentDetail": "kb.services.views",
-    "IncidentList": "kb.services.views",
-    "IncidentSummary": "kb.services.views",
+    "IncidentDetail": "kb.web.links",
+    "IncidentList": "kb.web.links",
+    "IncidentSummary": "kb.web.links",
     "Timeline": "kb.services.views",
-    "OccurrenceView": "kb.services.views",
-    "LinkedIncident": "kb.services.views",
+    "OccurrenceView": "kb.web.links",
+    "LinkedIncident": "kb.web.links",
     "FingerprintView": "kb.services.views",
 }
 
@@ -103,16 +103,18 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never run
     from kb.services.views import (
         FingerprintView,
         FixView,
+        MatchView,
+        OccurrenceRef,
+        RecommendationView,
+        SimilarView,
+        Timeline,
+    )
+    from kb.web.links import (
         IncidentDetail,
         IncidentList,
         IncidentRef,
         IncidentSummary,
         LinkedIncident,
-        MatchView,
-        OccurrenceRef,
         OccurrenceView,
-        RecommendationView,
-        SimilarView,
-        Timeline,
         UploadResult,
     )

@@ -1,8 +1,9 @@
 """`kb.Client`: the service half of the public Python API (docs/python-api.md).
 
 A synchronous client of the JSON API (kb/web/api.py) over one `httpx.Client`. Answers
-are decoded into the very dataclasses the service returns (kb.services.views), keys
-unknown to this version ignored, so a newer service never breaks an older client.
+are decoded into the very dataclasses the service answers with (kb.web.links: the
+service's structs with their links), keys unknown to this version ignored, so a newer
+service never breaks an older client.
 
 Timeouts and retries are the CLI's (kb/client/upload.py, kb/client/flush.py): 60 s a
 request, 10 s to connect; transient failures (unreachable, timeouts, 5xx, 408/425/429)
@@ -37,7 +38,8 @@ from kb.client.upload import (
     error_detail,
     retry_after_seconds,
 )
-from kb.services.views import OVERRIDE_FIELDS, IncidentDetail, IncidentList, UploadResult
+from kb.services.views import OVERRIDE_FIELDS
+from kb.web.links import IncidentDetail, IncidentList, UploadResult
 
 T = TypeVar("T")
 

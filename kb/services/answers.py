@@ -1,5 +1,5 @@
-"""The parts of an upload's answer: the analysis as a dict, the incident's link and
-reference, a new incident's title, the similar incidents shown."""
+"""The parts of an upload's answer: the analysis as a dict, the incident's reference, a
+new incident's title, the similar incidents shown."""
 
 from __future__ import annotations
 
@@ -25,13 +25,9 @@ def analysis_dict(analysis: Analysis) -> dict[str, Any]:
     return msgspec.to_builtins(analysis)  # type: ignore[no-any-return]
 
 
-def incident_url(base_url: str, incident_id: int) -> str:
-    return f"{base_url.rstrip('/')}/incidents/{incident_id}"
-
-
-def incident_ref(incident: Incident | IncidentHead, base_url: str) -> IncidentRef:
-    return IncidentRef(id=incident.id, url=incident_url(base_url, incident.id),
-                       title=incident.title, occurrences=incident.occurrence_count,
+def incident_ref(incident: Incident | IncidentHead) -> IncidentRef:
+    return IncidentRef(id=incident.id, title=incident.title,
+                       occurrences=incident.occurrence_count,
                        first_seen=incident.first_seen, last_seen=incident.last_seen,
                        slug=incident.slug)
 

@@ -39,8 +39,7 @@ def _clean_tags(tags: list[str]) -> list[str]:
     return out
 
 
-def patch_incident(db: Database, incident_id: int, patch: IncidentPatch, *,
-                   base_url: str) -> IncidentDetail:
+def patch_incident(db: Database, incident_id: int, patch: IncidentPatch) -> IncidentDetail:
     with db.write() as session:
         repo = Repository(session)
         incident = repo.incident(incident_id, lock=True)
@@ -61,7 +60,7 @@ def patch_incident(db: Database, incident_id: int, patch: IncidentPatch, *,
         session.flush()
         if curated:  # an engine limitation or a chain changes the advice
             refresh_recommended_path(repo, incident)
-        return detail_in(repo, incident.id, base_url=base_url)
+        return detail_in(repo, incident.id)
 
 
 def _curated_check(check: object, value: str, field: str) -> None:
@@ -204,8 +203,7 @@ def add_outcome(db: Database, fix_id: int, new: NewOutcome) -> OutcomeView:
                            fix=fix_view(fix, fix_evidence(repo, [fix], where)[0]))
 
 
-def merge_incident(db: Database, incident_id: int, request: MergeRequest, *,
-                   base_url: str) -> IncidentDetail:
+def merge_incident(db: Database, incident_id: int, request: MergeRequest) -> IncidentDetail:
     """Fold a duplicate into another incident: its occurrences, fixes and fingerprints
     move, so later uploads of the duplicate's fingerprint land on the target."""
     with db.write() as session:
@@ -227,7 +225,7 @@ def merge_incident(db: Database, incident_id: int, request: MergeRequest, *,
         merge_rows(repo, source, target)
         session.flush()
         refresh_recommended_path(repo, target)
-        return detail_in(repo, target.id, base_url=base_url)
+        return detail_in(repo, target.id)
 
 
 def merge_rows(repo: Repository, source: Incident, target: Incident) -> None:
@@ -253,7 +251,7 @@ def merge_rows(repo: Repository, source: Incident, target: Incident) -> None:
     repo.s.flush()
 
 
-def unmerge_incident(db: Database, incident_id: int, *, base_url: str) -> IncidentDetail:
+def unmerge_incident(db: Database, incident_id: int) -> IncidentDetail:
     """Undo the recorded merge that folded `incident_id` away: its occurrences, fixes,
     fingerprints and facets come back (from wherever later merges took them), both
     incidents' counts are recomputed, and later uploads of its fingerprints route to it
@@ -282,7 +280,7 @@ def unmerge_incident(db: Database, incident_id: int, *, base_url: str) -> Incide
         session.flush()
         refresh_recommended_path(repo, source)
         refresh_recommended_path(repo, holder)
-        return detail_in(repo, source.id, base_url=base_url)
+        return detail_in(repo, source.id)
 
 
 __all__ = ["add_fix", "add_outcome", "edit_fix", "merge_incident", "merge_rows",

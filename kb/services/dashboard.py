@@ -4,92 +4,25 @@ families and model architectures bring which crashes, and which incidents are ne
 "This week" is the last WEEK_DAYS UTC days, today included; "the previous week" the
 WEEK_DAYS before them. Everything is counted from the occurrences (uploads) of those two
 weeks, so a merge (which moves occurrences) is reflected at once. GET /dashboard returns
-the Dashboard struct; the /ui/dashboard page renders the same struct.
+the Dashboard struct (kb.services.views); the /ui/dashboard page renders the same struct.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 from kb.core.gpus import gpu_family
 from kb.db import dashboard as dashboard_queries
 from kb.db.session import Database
-from kb.services.answers import incident_url
+from kb.services.views import Bucket, BucketIncident, DailyCount, Dashboard, DashboardIncident
 
 WEEK_DAYS = 7
 TOP_INCIDENTS = 10
 BUCKETS = 12  # rows of a breakdown; the rest are summed into "other"
 BUCKET_INCIDENTS = 3  # the incidents named per breakdown row
 UNKNOWN = "unknown"
-
-
-@dataclass(slots=True)
-class DashboardIncident:
-    """An incident seen in the two weeks: its counts and its daily series."""
-
-    id: int
-    url: str
-    title: str
-    slug: str | None
-    engine: str | None
-    this_week: int
-    previous_week: int
-    change: int  # this_week - previous_week
-    trend: str  # new | grew | fell | steady
-    daily: list[int]  # 2 * WEEK_DAYS days, oldest first: the previous week, then this one
-    first_seen: datetime | None
-    recommended_path: str
-    engine_limitation: bool = False
-
-
-@dataclass(slots=True)
-class BucketIncident:
-    id: int
-    url: str
-    title: str
-    occurrences: int
-
-
-@dataclass(slots=True)
-class Bucket:
-    """A row of a breakdown: `label` as shown (`vllm 0.10.1`, `hopper`, `qwen3`), the
-    occurrences of this week and the previous one, the distinct incidents this week and
-    the ones it brought most."""
-
-    label: str
-    this_week: int
-    previous_week: int
-    incident_count: int
-    incidents: list[BucketIncident] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class DailyCount:
-    day: date
-    occurrences: int
-
-
-@dataclass(slots=True)
-class Dashboard:
-    start: date  # first day of this week
-    end: date  # today (UTC), the last day counted
-    previous_start: date
-    days: int  # days per week (WEEK_DAYS)
-    occurrences_this_week: int
-    occurrences_previous_week: int
-    daily: list[DailyCount]  # every occurrence of both weeks, per day, oldest first
-    top: list[DashboardIncident]  # the most frequent this week
-    growing: list[DashboardIncident]  # grew most since the previous week (new ones included)
-    new_incidents: list[DashboardIncident]  # first seen this week
-    recurring_incidents: list[DashboardIncident]  # seen this week, first seen before it
-    by_engine_version: list[Bucket]
-    by_gpu_family: list[Bucket]
-    by_model_arch: list[Bucket]
-    # Resolved incidents that occurred again (kb.services.regressions), seen in these weeks
-    regressions: list[DashboardIncident] = field(default_factory=list)
 
 
 def _window(today: date) -> tuple[date, date, datetime, datetime]:
@@ -118,7 +51,7 @@ def _gpu_label(name: str | None) -> str:
     return gpu_family(name) or "other"
 
 
-def _buckets(counts: dict[str, dict[int, list[int]]], titles: dict[int, tuple[str, str]]) -> list[Bucket]:
+def _buckets(counts: dict[str, dict[int, list[int]]], titles: dict[int, str]) -> list[Bucket]:
     """counts[label][incident] = [this week, previous week] -> the rows, most this week first."""
     rows = []
     for label, per_incident in counts.items():
@@ -127,7 +60,7 @@ def _buckets(counts: dict[str, dict[int, list[int]]], titles: dict[int, tuple[st
         named = sorted(((c[0], i) for i, c in per_incident.items() if c[0]), reverse=True)
         rows.append(Bucket(label=label, this_week=this_week, previous_week=previous,
                            incident_count=sum(1 for c in per_incident.values() if c[0]),
-                           incidents=[BucketIncident(i, titles[i][1], titles[i][0], n)
+                           incidents=[BucketIncident(i, titles[i], n)
                                       for n, i in named[:BUCKET_INCIDENTS] if i in titles]))
     rows.sort(key=lambda b: (-b.this_week, -b.previous_week, b.label == UNKNOWN, b.label))
     rows = [b for b in rows if b.this_week or b.previous_week]
@@ -140,7 +73,7 @@ def _buckets(counts: dict[str, dict[int, list[int]]], titles: dict[int, tuple[st
     return rows
 
 
-def dashboard(db: Database, *, base_url: str, today: date | None = None) -> Dashboard:
+def dashboard(db: Database, *, today: date | None = None) -> Dashboard:
     """The overview of this week against the previous one (`today`: tests)."""
     today = today or datetime.now(UTC).date()
     start, previous_start, since, until = _window(today)
@@ -174,13 +107,13 @@ def dashboard(db: Database, *, base_url: str, today: date | None = None) -> Dash
             continue
         this_week, previous = sum(series[WEEK_DAYS:]), sum(series[:WEEK_DAYS])
         rows.append(DashboardIncident(
-            id=row.id, url=incident_url(base_url, row.id), title=row.title, slug=row.slug,
+            id=row.id, title=row.title, slug=row.slug,
             engine=row.engine, this_week=this_week, previous_week=previous,
             change=this_week - previous, trend=_trend(this_week, previous, row.first_seen, start),
             daily=series, first_seen=row.first_seen, recommended_path=row.recommended_path,
             engine_limitation=row.engine_limitation))
     active = sorted((r for r in rows if r.this_week), key=lambda r: (-r.this_week, -r.change, r.id))
-    titles = {r.id: (r.title, r.url) for r in rows}
+    titles = {r.id: r.title for r in rows}
     return Dashboard(
         start=start, end=today, previous_start=previous_start, days=WEEK_DAYS,
         occurrences_this_week=sum(daily_total[WEEK_DAYS:]),

@@ -25,7 +25,6 @@ from kb.db.session import Database
 from kb.services.errors import InvalidInput, NotText, TooLarge
 from kb.services.ingest import Overrides, PreparedUpload, answer, prepare_upload, store_upload
 
-BASE_URL = "http://kb.invalid"
 MAX_BYTES = 256 << 20
 
 
@@ -139,7 +138,7 @@ def _held_out_range(ordered: list[Case], start: int, stop: int) -> list[HeldOut]
                         upload = prepared[other.id]
                         if upload is not None:
                             incident_of[other.id] = _store(run, upload)
-                    got = answer(run, held.analysis, held.features, base_url=BASE_URL)
+                    got = answer(run, held.analysis, held.features)
                     result = _judge(case.id, class_of, classes, got.match.status,
                                     got.match.score, got.match.incident_id, incident_of)
                     result.reachable = _reachable(case, ordered, prepared, class_of)
@@ -167,7 +166,7 @@ def _identifies(upload: PreparedUpload) -> bool:
 
 
 def _store(db: Database, upload: PreparedUpload) -> int:
-    stored = store_upload(db, upload, base_url=BASE_URL)
+    stored = store_upload(db, upload)
     assert stored.incident is not None
     return stored.incident.id
 
@@ -236,7 +235,7 @@ def against_seeds(cases: list[Case], seeds_dir: Path, cache_dir: Path) -> SeedRe
                 results.append(SeedVerdict(case.id, failure_class, "refused", None, False, False))
                 continue
             analysis, features = with_overrides(analysis, Overrides())
-            got = answer(db, analysis, features, base_url=BASE_URL)
+            got = answer(db, analysis, features)
             slug = got.incident.slug if got.incident is not None else None
             right = slug is not None and failure_class in tags.get(slug, set())
             wrong = got.match.status == "known" and not right and bool(got.fixes)

@@ -33,7 +33,7 @@ from kb.db.models import utcnow
 from kb.db.repositories import IncidentHead, Repository, facet_values
 from kb.db.session import Database
 from kb.services.advice import advise, where_of
-from kb.services.answers import _similar, analysis_dict, incident_ref, incident_url, title_for
+from kb.services.answers import _similar, analysis_dict, incident_ref, title_for
 from kb.services.notifications import Notifier, spike_after_fast_store
 from kb.services.matching import (
     exact_match,
@@ -125,11 +125,11 @@ def prepared_upload(analyzed: Analysis, overrides: Overrides, *, log_compressed:
     return PreparedUpload(analysis, features, occurrence)
 
 
-def analyze_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: str,
+def analyze_upload(db: Database, data: bytes, overrides: Overrides, *,
                    candidate_limit: int = 200, max_bytes: int = 256 << 20) -> UploadResult:
     """The full answer for a log without storing anything (POST /analyze)."""
     analysis, features = analyze_only(data, overrides, max_bytes=max_bytes)
-    return answer(db, analysis, features, base_url=base_url, candidate_limit=candidate_limit)
+    return answer(db, analysis, features, candidate_limit=candidate_limit)
 
 
 def analyze_only(data: bytes, overrides: Overrides, *, max_bytes: int) -> tuple[Analysis, CrashFeatures]:
@@ -137,7 +137,7 @@ def analyze_only(data: bytes, overrides: Overrides, *, max_bytes: int) -> tuple[
     return analyze_log(prepare_log(data, max_bytes), overrides)
 
 
-def answer(db: Database, analysis: Analysis, features: CrashFeatures, *, base_url: str,
+def answer(db: Database, analysis: Analysis, features: CrashFeatures, *,
            candidate_limit: int = 200) -> UploadResult:
     """Match an analyzed crash and advise, storing nothing."""
     with db.read() as session:
@@ -146,29 +146,27 @@ def answer(db: Database, analysis: Analysis, features: CrashFeatures, *, base_ur
         matched = match.head or (repo.head(match.incident_id) if match.incident_id else None)
         fixes, recommendation = advise(repo, matched, where_of(features), match.status)
         return UploadResult(
-            incident=incident_ref(matched, base_url) if matched and match.status == "known" else None,
+            incident=incident_ref(matched) if matched and match.status == "known" else None,
             occurrence=None, analysis=analysis_dict(analysis),
             match=MatchView(match.status, match.incident_id, match.score, match.explanation),
             similar=_similar(repo, match, match.incident_id if match.status == "known" else None),
             fixes=fixes, recommendation=recommendation)
 
 
-def ingest_upload(db: Database, data: bytes, overrides: Overrides, *, base_url: str,
+def ingest_upload(db: Database, data: bytes, overrides: Overrides, *,
                   candidate_limit: int = 200, max_bytes: int = 256 << 20,
                   attempts: int = 4, idempotency_key: str | None = None) -> UploadResult:
     """Analyze, match and store one upload (POST /incidents). With an idempotency key
     already stored, answer that upload again and store nothing."""
     if idempotency_key:
-        replayed = replayed_upload(db, idempotency_key, base_url=base_url,
-                                   candidate_limit=candidate_limit)
+        replayed = replayed_upload(db, idempotency_key, candidate_limit=candidate_limit)
         if replayed is not None:
             return replayed
     upload = prepare_upload(data, overrides, max_bytes=max_bytes, idempotency_key=idempotency_key)
-    return store_upload(db, upload, base_url=base_url, candidate_limit=candidate_limit,
-                        attempts=attempts)
+    return store_upload(db, upload, candidate_limit=candidate_limit, attempts=attempts)
 
 
-def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
+def store_upload(db: Database, upload: PreparedUpload, *,
                  candidate_limit: int = 200, attempts: int = 4,
                  notifier: Notifier | None = None) -> UploadResult:
     """Match and store a prepared upload in one transaction (retried when a concurrent
@@ -179,11 +177,11 @@ def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
     idempotency_key = occurrence["idempotency_key"]
     now = occurrence["created_at"]
     if db.dialect == "postgresql" and analysis.identifies and not analysis.fingerprint.weak:
-        known = _store_known(db, analysis, features, occurrence, now, base_url)
+        known = _store_known(db, analysis, features, occurrence, now)
         if known is not None:
             assert known.incident is not None
             spike_after_fast_store(db, notifier, known.incident.id, known.incident.title,
-                                   known.incident.occurrences, now, known.incident.url)
+                                   known.incident.occurrences, now)
             return known
     for attempt in range(attempts):
         try:
@@ -192,9 +190,9 @@ def store_upload(db: Database, upload: PreparedUpload, *, base_url: str,
                 if idempotency_key:
                     first = repo.occurrence_by_idempotency_key(idempotency_key)
                     if first is not None:
-                        return _replay(repo, first, base_url, candidate_limit)
-                return _store(repo, analysis, features, occurrence, now, base_url,
-                              candidate_limit, notifier)
+                        return _replay(repo, first, candidate_limit)
+                return _store(repo, analysis, features, occurrence, now, candidate_limit,
+                              notifier)
         except IntegrityError:
             # Another upload stored the same new fingerprint (or the same idempotency
             # key) first: everything rolled back; look again.
@@ -237,8 +235,7 @@ def _facets(analysis: Analysis) -> set[tuple[str, str]]:
 
 
 def _store_known(db: Database, analysis: Analysis, features: CrashFeatures,
-                 occurrence: dict[str, Any], now: datetime, base_url: str
-                 ) -> UploadResult | None:
+                 occurrence: dict[str, Any], now: datetime) -> UploadResult | None:
     """A repeat of a known crash on Postgres: stored by one statement in autocommit
     (kb.db.known_upload), then advised. None when the general path must store it: no
     live incident has its exact route, or its idempotency key is taken (a retry racing
@@ -257,14 +254,14 @@ def _store_known(db: Database, analysis: Analysis, features: CrashFeatures,
     with db.read() as session:
         fixes, recommendation = advise(Repository(session), head, where_of(features), "known")
     return UploadResult(
-        incident=incident_ref(head, base_url), occurrence=OccurrenceRef(occurrence_id),
+        incident=incident_ref(head), occurrence=OccurrenceRef(occurrence_id),
         analysis=occurrence["analysis"],
         match=MatchView(match.status, match.incident_id, match.score, match.explanation),
         similar=[], fixes=fixes, recommendation=recommendation, created=False)
 
 
 def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
-           occurrence: dict[str, Any], now: datetime, base_url: str, candidate_limit: int,
+           occurrence: dict[str, Any], now: datetime, candidate_limit: int,
            notifier: Notifier | None = None) -> UploadResult:
     """One upload's writes, in as few statements as the answer allows: a known crash
     costs the lookup, the occurrence insert, the advice reads and the counter update."""
@@ -313,10 +310,9 @@ def _store(repo: Repository, analysis: Analysis, features: CrashFeatures,
     record_upload_events(repo.s, notifier, StoredUpload(
         incident_id=head.id, title=head.title, engine=head.engine, created=created,
         occurrence_id=occurrence_id, engine_version=occurrence["engine_version"],
-        occurrences=head.occurrence_count, url=incident_url(base_url, head.id),
-        log_url=f"{base_url.rstrip('/')}/occurrences/{occurrence_id}/log"), now)
+        occurrences=head.occurrence_count), now)
     return UploadResult(
-        incident=incident_ref(head, base_url), occurrence=OccurrenceRef(occurrence_id),
+        incident=incident_ref(head), occurrence=OccurrenceRef(occurrence_id),
         analysis=occurrence["analysis"],
         match=MatchView(match.status, match.incident_id, match.score, match.explanation),
         similar=_similar(repo, match, head.id if not created else None),

@@ -71,16 +71,13 @@ def local_database(seeds_dir: Path, cache_dir: Path) -> Database:
 
 def local_answer(analysis: Analysis, seeds_dir: Path, cache_dir: Path) -> UploadResult:
     """The service's answer for this analysis from the bundled seeds, storing nothing.
-    Its URLs are removed; its incident ids are the local database's, which mean nothing
-    elsewhere (the report drops them)."""
+    It carries no URLs (only the web layer makes them), and its incident ids are the
+    local database's, which mean nothing elsewhere (the report drops them)."""
     from kb.services.ingest import Overrides, answer, with_overrides
 
     db = local_database(seeds_dir, cache_dir)
     try:
         analysis, features = with_overrides(analysis, Overrides())
-        result = answer(db, analysis, features, base_url="")
+        return answer(db, analysis, features)
     finally:
         db.dispose()
-    if result.incident is not None:
-        result.incident.url = ""
-    return result

@@ -13,6 +13,10 @@ the total is the database's). The fast Postgres path for known crashes
 (kb.db.known_upload) commits in one statement of its own; its spike check follows in a
 short transaction of its own: if the process dies in between, the next upload of that
 incident checks again, so a spike is late, not lost.
+
+An event links to its incident and log (`url`, `log_url`). The services know ids only:
+the web layer binds each upload's Notifier to the links of the address the upload came
+to (Notifier.linked, kb.web.links), and the payload is stored with them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import event, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -39,6 +43,14 @@ SPIKE_WINDOW = timedelta(hours=1)
 _CACHE_LIMIT = 10_000
 
 
+class EventLinks(Protocol):
+    """Absolute URLs for an event's reader, made by the edge that knows the address."""
+
+    def incident(self, incident_id: int) -> str: ...
+
+    def occurrence_log(self, occurrence_id: int) -> str: ...
+
+
 @dataclass(slots=True)
 class _Seen:
     total: int  # the incident's occurrence count when last checked
@@ -50,13 +62,15 @@ class _Seen:
 class Notifier:
     """The events of one service process: its webhooks, its spike threshold, and what it
     remembers to keep spike checks off most uploads. `wake` is called after a commit
-    that stored notifications (the deliverer then sends them at once)."""
+    that stored notifications (the deliverer then sends them at once). `links` makes
+    the events' URLs; without them an event carries none (null)."""
 
     def __init__(self, targets: tuple[WebhookTarget, ...], spike_per_hour: int = 0,
-                 wake: Callable[[], None] | None = None) -> None:
+                 wake: Callable[[], None] | None = None, links: EventLinks | None = None) -> None:
         self.targets = targets
         self.spike_per_hour = spike_per_hour
         self.wake = wake
+        self.links = links
         self._seen: dict[int, _Seen] = {}
         self._lock = threading.Lock()
 
@@ -67,6 +81,19 @@ class Notifier:
     @property
     def enabled(self) -> bool:
         return bool(self.targets)
+
+    def linked(self, links: EventLinks) -> Notifier:
+        """This notifier, its events linking by `links` (the address one upload came to).
+        It shares the process's spike memory: one per request, one memory per process."""
+        bound = Notifier(self.targets, self.spike_per_hour, self.wake, links)
+        bound._seen, bound._lock = self._seen, self._lock
+        return bound
+
+    def incident_url(self, incident_id: int) -> str | None:
+        return self.links.incident(incident_id) if self.links is not None else None
+
+    def log_url(self, occurrence_id: int) -> str | None:
+        return self.links.occurrence_log(occurrence_id) if self.links is not None else None
 
     # ---- the outbox ------------------------------------------------------------------
 
@@ -134,7 +161,7 @@ class Notifier:
         return True
 
 
-def incident_payload(incident_id: int, title: str, url: str, *, engine: str | None = None,
+def incident_payload(incident_id: int, title: str, url: str | None, *, engine: str | None = None,
                      occurrences: int | None = None, status: str = "open",
                      resolved_in: str | None = None) -> dict[str, Any]:
     return {"id": incident_id, "title": title, "url": url, "engine": engine,
@@ -147,7 +174,7 @@ def occurrence_payload(occurrence_id: int | None, engine_version: str | None, ur
 
 
 def spike_after_fast_store(db: Database, notifier: Notifier | None, incident_id: int,
-                           title: str, total: int, now: datetime, url: str) -> None:
+                           title: str, total: int, now: datetime) -> None:
     """The spike check of an upload the fast Postgres path stored (already committed):
     in a short transaction of its own, and only when the count could have reached it."""
     if notifier is None or not notifier.enabled or not notifier.spike_per_hour:
@@ -157,7 +184,8 @@ def spike_after_fast_store(db: Database, notifier: Notifier | None, incident_id:
     try:
         with db.write() as session:
             notifier.check_spike(session, incident_id, total, now, lambda n: spike_payload(
-                incident_payload(incident_id, title, url, occurrences=total), n,
+                incident_payload(incident_id, title, notifier.incident_url(incident_id),
+                                 occurrences=total), n,
                 notifier.spike_per_hour))
     except SQLAlchemyError as exc:  # the upload is stored: answer it; the next one checks
         log.warning("spike check of incident %d failed: %s", incident_id,
@@ -169,5 +197,5 @@ def spike_payload(incident: dict[str, Any], hourly: int, threshold: int) -> dict
                                             "window_seconds": int(SPIKE_WINDOW.total_seconds())}}
 
 
-__all__ = ["Notifier", "SPIKE_WINDOW", "incident_payload", "occurrence_payload",
+__all__ = ["EventLinks", "Notifier", "SPIKE_WINDOW", "incident_payload", "occurrence_payload",
            "spike_after_fast_store", "spike_payload"]

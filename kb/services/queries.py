@@ -18,7 +18,6 @@ from kb.db.logsearch import search_terms
 from kb.db.repositories import VIEWS, Repository
 from kb.db.session import Database
 from kb.services.advice import advise
-from kb.services.answers import incident_url
 from kb.services.errors import InvalidInput, NotFound
 from kb.services.matching import similar_incidents
 from kb.services.views import (
@@ -67,7 +66,7 @@ def _check(query: ListQuery) -> None:
         raise InvalidInput(f"view must be one of {', '.join(VIEWS)}")
 
 
-def list_incidents(db: Database, query: ListQuery, *, base_url: str,
+def list_incidents(db: Database, query: ListQuery, *,
                    today: date | None = None) -> IncidentList:
     """One page of incidents, each with the versions, architectures and GPUs it was seen
     on and its daily occurrences over the last TIMELINE_DAYS days (`today`: tests)."""
@@ -89,7 +88,7 @@ def list_incidents(db: Database, query: ListQuery, *, base_url: str,
             sort=query.sort, offset=(query.page - 1) * query.per_page, limit=query.per_page,
             view=query.view, log_terms=log_terms, status=query.status)
         items = [IncidentSummary(
-            id=i.id, url=incident_url(base_url, i.id), title=i.title, slug=i.slug,
+            id=i.id, title=i.title, slug=i.slug,
             signature=i.signature, engine=i.engine, phase=i.phase, tags=list(i.tags or []),
             occurrences=i.occurrence_count, fixes=n_fixes, recommended_path=i.recommended_path,
             engine_limitation=i.engine_limitation, seeded=i.seeded, first_seen=i.first_seen,
@@ -100,9 +99,7 @@ def list_incidents(db: Database, query: ListQuery, *, base_url: str,
             for item in items:
                 found = matches.get(item.id)
                 if found is not None:
-                    item.log_match = LogMatchView(
-                        found.occurrence_id, found.line,
-                        f"{base_url.rstrip('/')}/occurrences/{found.occurrence_id}/log")
+                    item.log_match = LogMatchView(found.occurrence_id, found.line)
     filters = {k: v for k, v in (
         ("q", query.q), ("engine", query.engine), ("version", query.version),
         ("model_arch", query.model_arch), ("gpu", query.gpu), ("phase", query.phase),
@@ -130,31 +127,29 @@ def _add_seen_on(repo: Repository, items: list[IncidentSummary], today: date | N
             timeline.counts[index] += n
 
 
-def _linked(incident: Incident, base_url: str) -> LinkedIncident:
-    return LinkedIncident(incident.id, incident_url(base_url, incident.id), incident.title,
-                          incident.engine_limitation)
+def _linked(incident: Incident) -> LinkedIncident:
+    return LinkedIncident(incident.id, incident.title, incident.engine_limitation)
 
 
-def _occurrence_view(o: Occurrence, base_url: str) -> OccurrenceView:
+def _occurrence_view(o: Occurrence) -> OccurrenceView:
     return OccurrenceView(
         id=o.id, created_at=o.created_at, match_status=o.match_status, match_score=o.match_score,
         fingerprint_hash=o.fingerprint_hash, engine=o.engine, engine_version=o.engine_version,
         model=o.model, model_arch=o.model_arch, gpu_name=o.gpu_name, gpu_count=o.gpu_count,
         tp=o.tp, dp=o.dp, pp=o.pp, ep=o.ep, phase=o.phase, reporter=o.reporter, host=o.host,
         command=o.command, exit_code=o.exit_code, log_bytes=o.log_bytes, log_lines=o.log_lines,
-        log_url=f"{base_url.rstrip('/')}/occurrences/{o.id}/log",
         cuda_visible_devices=o.cuda_visible_devices, torch_version=o.torch_version,
         failure=o.failure, ruleset=o.ruleset)
 
 
-def incident_detail(db: Database, incident_id: int, *, base_url: str,
+def incident_detail(db: Database, incident_id: int, *,
                     candidate_limit: int = 200, occurrences: int = 50) -> IncidentDetail:
     with db.read() as session:
-        return detail_in(Repository(session), incident_id, base_url=base_url,
+        return detail_in(Repository(session), incident_id,
                          candidate_limit=candidate_limit, occurrences=occurrences)
 
 
-def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_limit: int = 200,
+def detail_in(repo: Repository, incident_id: int, *, candidate_limit: int = 200,
               occurrences: int = 50) -> IncidentDetail:
     incident = repo.incident(incident_id)
     if incident is None:
@@ -166,7 +161,7 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
     nxt = repo.incident(repo.live_incident_id(incident.next_incident_id)) \
         if incident.next_incident_id else None
     return IncidentDetail(
-        id=incident.id, url=incident_url(base_url, incident.id), slug=incident.slug,
+        id=incident.id, slug=incident.slug,
         title=incident.title, notes=incident.notes, tags=list(incident.tags or []),
         summary=incident.summary, links=list(incident.links or []), engine=incident.engine,
         affected_versions=incident.affected_versions, fixed_in=incident.fixed_in,
@@ -179,16 +174,15 @@ def detail_in(repo: Repository, incident_id: int, *, base_url: str, candidate_li
         occurrence_count=incident.occurrence_count, first_seen=incident.first_seen,
         last_seen=incident.last_seen, created_at=incident.created_at,
         updated_at=incident.updated_at,
-        merged_into=_linked(merged_into, base_url) if merged_into else None,
-        next=_linked(nxt, base_url) if nxt else None,
-        chain=[_linked(i, base_url) for i in repo.chain(incident.id, incident.next_incident_id)],
-        previous=[_linked(i, base_url) for i in repo.previous(incident.id)],
+        merged_into=_linked(merged_into) if merged_into else None,
+        next=_linked(nxt) if nxt else None,
+        chain=[_linked(i) for i in repo.chain(incident.id, incident.next_incident_id)],
+        previous=[_linked(i) for i in repo.previous(incident.id)],
         fingerprints=[FingerprintView(
             version=f.version, hash=f.hash, source=f.source, exception=f.exception,
             message_template=f.message_template, frames=list(f.frames or []), engine=f.engine,
             engine_version=f.engine_version, model_arch=f.model_arch) for f in fingerprints],
-        occurrences=[_occurrence_view(o, base_url)
-                     for o in repo.occurrences_of(incident.id, occurrences)],
+        occurrences=[_occurrence_view(o) for o in repo.occurrences_of(incident.id, occurrences)],
         fixes=fixes,
         similar=similar_incidents(repo, incident.id, fingerprints, candidate_limit),
         recommendation=recommendation,

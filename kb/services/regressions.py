@@ -59,8 +59,7 @@ def _fix_version(fix: Fix, incident: Incident) -> str:
                        "to an engine version does); give `version`", field="fix_id")
 
 
-def resolve(db: Database, incident_id: int, request: ResolveRequest, *,
-            base_url: str) -> IncidentDetail:
+def resolve(db: Database, incident_id: int, request: ResolveRequest) -> IncidentDetail:
     """Mark an incident resolved (again: the new version replaces the old)."""
     version = None
     if (request.version or "").strip():
@@ -81,10 +80,10 @@ def resolve(db: Database, incident_id: int, request: ResolveRequest, *,
         session.add(IncidentResolution(incident_id=incident.id, action="resolved",
                                        version=version, fix_id=request.fix_id, created_at=now))
         session.flush()
-        return detail_in(repo, incident.id, base_url=base_url)
+        return detail_in(repo, incident.id)
 
 
-def reopen(db: Database, incident_id: int, *, base_url: str) -> IncidentDetail:
+def reopen(db: Database, incident_id: int) -> IncidentDetail:
     """Back to `open`: a resolution that was wrong, or a regression someone has taken up."""
     with db.write() as session:
         repo = Repository(session)
@@ -97,7 +96,7 @@ def reopen(db: Database, incident_id: int, *, base_url: str) -> IncidentDetail:
         incident.updated_at = now
         session.add(IncidentResolution(incident_id=incident.id, action="reopened", created_at=now))
         session.flush()
-        return detail_in(repo, incident.id, base_url=base_url)
+        return detail_in(repo, incident.id)
 
 
 __all__ = ["STATUSES", "exact_version", "reopen", "resolve"]

@@ -12,18 +12,17 @@ from kb.services.matching import similar_incidents
 from kb.services.views import MatchView, OccurrenceRef, UploadResult
 
 
-def replayed_upload(db: Database, idempotency_key: str, *, base_url: str,
+def replayed_upload(db: Database, idempotency_key: str, *,
                     candidate_limit: int = 200) -> UploadResult | None:
     """The answer of the upload already stored under this key, or None (cheap: looked
     up before the analysis)."""
     with db.read() as session:
         repo = Repository(session)
         first = repo.occurrence_by_idempotency_key(idempotency_key)
-        return _replay(repo, first, base_url, candidate_limit) if first is not None else None
+        return _replay(repo, first, candidate_limit) if first is not None else None
 
 
-def _replay(repo: Repository, first: Occurrence, base_url: str,
-            candidate_limit: int) -> UploadResult:
+def _replay(repo: Repository, first: Occurrence, candidate_limit: int) -> UploadResult:
     """The answer to a repeated idempotency key: the first upload's incident (where merges
     have taken it), occurrence, analysis and match verdict; its fixes and recommendation
     as they stand now. Stores nothing."""
@@ -37,7 +36,7 @@ def _replay(repo: Repository, first: Occurrence, base_url: str,
     where = where_at(first.engine, first.engine_version, first.model_arch, first.gpu_name)
     fixes, recommendation = advise(repo, incident, where, "known")
     return UploadResult(
-        incident=incident_ref(incident, base_url), occurrence=OccurrenceRef(first.id),
+        incident=incident_ref(incident), occurrence=OccurrenceRef(first.id),
         analysis=first.analysis,
         match=MatchView(status, matched_id, first.match_score or 0.0,
                         [f"repeated upload (same Idempotency-Key): the answer of occurrence "

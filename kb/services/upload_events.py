@@ -60,35 +60,32 @@ class StoredUpload:
     occurrence_id: int
     engine_version: str | None
     occurrences: int  # the incident's count, this upload included
-    url: str  # the incident's
-    log_url: str
 
 
 def record_upload_events(session: Session, notifier: Notifier | None, upload: StoredUpload,
                          now: datetime) -> None:
-    notify = notifier is not None and notifier.enabled
-    occurrence = occurrence_payload(upload.occurrence_id, upload.engine_version, upload.log_url)
+    regression = None if upload.created else check_regression(
+        session, upload.incident_id, upload.engine_version, upload.occurrence_id, now)
+    if notifier is None or not notifier.enabled:
+        return
+    occurrence = occurrence_payload(upload.occurrence_id, upload.engine_version,
+                                    notifier.log_url(upload.occurrence_id))
 
     def incident(status: str = "open", resolved_in: str | None = None) -> dict[str, object]:
-        return incident_payload(upload.incident_id, upload.title, upload.url,
-                                engine=upload.engine, occurrences=upload.occurrences,
-                                status=status, resolved_in=resolved_in)
+        return incident_payload(upload.incident_id, upload.title,
+                                notifier.incident_url(upload.incident_id), engine=upload.engine,
+                                occurrences=upload.occurrences, status=status,
+                                resolved_in=resolved_in)
 
     if upload.created:
-        if notify:
-            notifier.record(session, "new_incident", upload.incident_id,  # type: ignore[union-attr]
-                            {"incident": incident(), "occurrence": occurrence}, now)
-    else:
-        regression = check_regression(session, upload.incident_id, upload.engine_version,
-                                      upload.occurrence_id, now)
-        if regression is not None and notify:
-            notifier.record(session, "regression", upload.incident_id,  # type: ignore[union-attr]
-                            {"incident": incident("regressed", regression.resolved_in),
-                             "occurrence": occurrence}, now)
-    if notify:
-        notifier.check_spike(  # type: ignore[union-attr]
-            session, upload.incident_id, upload.occurrences, now,
-            lambda n: spike_payload(incident(), n, notifier.spike_per_hour))  # type: ignore[union-attr]
+        notifier.record(session, "new_incident", upload.incident_id,
+                        {"incident": incident(), "occurrence": occurrence}, now)
+    elif regression is not None:
+        notifier.record(session, "regression", upload.incident_id,
+                        {"incident": incident("regressed", regression.resolved_in),
+                         "occurrence": occurrence}, now)
+    notifier.check_spike(session, upload.incident_id, upload.occurrences, now,
+                         lambda n: spike_payload(incident(), n, notifier.spike_per_hour))
 
 
 __all__ = ["Regression", "StoredUpload", "check_regression", "record_upload_events"]

@@ -1,6 +1,7 @@
-"""The typed structs services return. The JSON API serializes them as they are and the
-HTML pages render the same ones, so an answer looks the same in both. Keys are only
-ever added, never renamed (other tools read them)."""
+"""The typed structs services return. They name incidents and occurrences by id: the
+web layer adds the links (`url`, `log_url`) when it answers (kb.web.links), and the
+JSON API and the HTML pages render the same linked form, so an answer looks the same
+in both. Keys are only ever added, never renamed (other tools read them)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ FixKind = Literal[FIX_KINDS]  # type: ignore[valid-type]  # the schema's enum; s
 @dataclass(slots=True)
 class IncidentRef:
     id: int
-    url: str
     title: str
     occurrences: int
     first_seen: datetime | None
@@ -111,7 +111,6 @@ class LogMatchView:
 
     occurrence_id: int
     line: str
-    log_url: str
 
 
 @dataclass(slots=True)
@@ -134,7 +133,6 @@ class IncidentSummary:
     """A row of the incident list."""
 
     id: int
-    url: str
     title: str
     slug: str | None
     signature: str | None
@@ -192,7 +190,6 @@ class OccurrenceView:
     exit_code: int | None
     log_bytes: int
     log_lines: int
-    log_url: str
     cuda_visible_devices: str | None = None
     torch_version: str | None = None
     failure: str | None = None  # exit | hang | not_ready (sent by `kb run`)
@@ -202,7 +199,6 @@ class OccurrenceView:
 @dataclass(slots=True)
 class LinkedIncident:
     id: int
-    url: str
     title: str
     engine_limitation: bool = False
 
@@ -249,7 +245,6 @@ class ResolutionView:
 @dataclass(slots=True)
 class IncidentDetail:
     id: int
-    url: str
     slug: str | None
     title: str
     notes: str | None
@@ -317,6 +312,73 @@ class Health:
     database: str
     version: str
     schema_revision: str | None = None
+
+
+# ---- the dashboard (kb.services.dashboard) -----------------------------------------
+
+
+@dataclass(slots=True)
+class DashboardIncident:
+    """An incident seen in the two weeks: its counts and its daily series."""
+
+    id: int
+    title: str
+    slug: str | None
+    engine: str | None
+    this_week: int
+    previous_week: int
+    change: int  # this_week - previous_week
+    trend: str  # new | grew | fell | steady
+    daily: list[int]  # 2 * WEEK_DAYS days, oldest first: the previous week, then this one
+    first_seen: datetime | None
+    recommended_path: str
+    engine_limitation: bool = False
+
+
+@dataclass(slots=True)
+class BucketIncident:
+    id: int
+    title: str
+    occurrences: int
+
+
+@dataclass(slots=True)
+class Bucket:
+    """A row of a breakdown: `label` as shown (`vllm 0.10.1`, `hopper`, `qwen3`), the
+    occurrences of this week and the previous one, the distinct incidents this week and
+    the ones it brought most."""
+
+    label: str
+    this_week: int
+    previous_week: int
+    incident_count: int
+    incidents: list[BucketIncident] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DailyCount:
+    day: date
+    occurrences: int
+
+
+@dataclass(slots=True)
+class Dashboard:
+    start: date  # first day of this week
+    end: date  # today (UTC), the last day counted
+    previous_start: date
+    days: int  # days per week (WEEK_DAYS)
+    occurrences_this_week: int
+    occurrences_previous_week: int
+    daily: list[DailyCount]  # every occurrence of both weeks, per day, oldest first
+    top: list[DashboardIncident]  # the most frequent this week
+    growing: list[DashboardIncident]  # grew most since the previous week (new ones included)
+    new_incidents: list[DashboardIncident]  # first seen this week
+    recurring_incidents: list[DashboardIncident]  # seen this week, first seen before it
+    by_engine_version: list[Bucket]
+    by_gpu_family: list[Bucket]
+    by_model_arch: list[Bucket]
+    # Resolved incidents that occurred again (kb.services.regressions), seen in these weeks
+    regressions: list[DashboardIncident] = field(default_factory=list)
 
 
 # ---- inputs (JSON bodies) ----------------------------------------------------------

@@ -1,6 +1,7 @@
 """The JSON API. Each handler parses its input, calls one service function in a worker
 thread (analysis and database work never run on the event loop) and returns the
-service's struct. Errors are mapped to HTTP in kb/web/app.py, in one place."""
+service's struct, linked (kb/web/links.py adds the URLs). Errors are mapped to HTTP in
+kb/web/app.py, in one place."""
 
 from __future__ import annotations
 
@@ -37,8 +38,6 @@ from kb.services.views import (
     FixPatch,
     FixView,
     Health,
-    IncidentDetail,
-    IncidentList,
     IncidentPatch,
     ListQuery,
     MergeRequest,
@@ -51,6 +50,8 @@ from kb.services.errors import InvalidInput, Unavailable
 from kb.services.streamupload import StreamedLog
 from kb.web.answerforms import NegotiatedOperation
 from kb.web.budget import ByteBudget, Reservation
+from kb.web import links
+from kb.web.links import base_url, linked, links_for
 from kb.web.strictbody import strict
 from kb.web.negotiate import FORMAT_DOC, VARY, AnswerFormat, answer_format
 from kb.web.uploads import ANALYSIS_ROOM, INFLATE_ROOM, read_upload
@@ -105,12 +106,21 @@ def budget_of(state: State) -> ByteBudget:
 
 async def upload_answer(request: Request, state: State, data: bytes | StreamedLog,
                         overrides: ingest.Overrides, *, store: bool, held: Reservation,
-                        idempotency_key: str | None = None) -> UploadResult:
-    """The pipeline of an upload for the API and the UI: the analysis unbounded, each
-    database step under the deadline, the memory of the analysis taken from the budget
-    (a gzip body may inflate to the upload limit). A log analyzed as it streamed in
-    (`StreamedLog`) has its analysis and compressed log already: it goes on from there."""
-    settings, db, base = settings_of(state), db_of(state), base_url(request)
+                        idempotency_key: str | None = None) -> links.UploadResult:
+    """The pipeline of an upload for the API and the UI, to its linked answer: the
+    analysis unbounded, each database step under the deadline, the memory of the
+    analysis taken from the budget (a gzip body may inflate to the upload limit). A log
+    analyzed as it streamed in (`StreamedLog`) has its analysis and compressed log
+    already: it goes on from there."""
+    result = await _upload_result(request, state, data, overrides, store=store, held=held,
+                                  idempotency_key=idempotency_key)
+    return linked(request, result)
+
+
+async def _upload_result(request: Request, state: State, data: bytes | StreamedLog,
+                         overrides: ingest.Overrides, *, store: bool, held: Reservation,
+                         idempotency_key: str | None = None) -> UploadResult:
+    settings, db = settings_of(state), db_of(state)
     streamed = data if isinstance(data, StreamedLog) else None
     if streamed is None:
         gzip = data[:2] == GZIP_MAGIC
@@ -121,10 +131,10 @@ async def upload_answer(request: Request, state: State, data: bytes | StreamedLo
         else:
             analysis, features = await compute_in_thread(state, ingest.analyze_only, data, overrides,
                                                          max_bytes=settings.max_upload_bytes)
-        return await in_thread(state, ingest.answer, db, analysis, features, base_url=base,
+        return await in_thread(state, ingest.answer, db, analysis, features,
                                candidate_limit=settings.match_candidates)
     if idempotency_key:
-        replayed = await in_thread(state, replay.replayed_upload, db, idempotency_key, base_url=base,
+        replayed = await in_thread(state, replay.replayed_upload, db, idempotency_key,
                                    candidate_limit=settings.match_candidates)
         if replayed is not None:
             return replayed
@@ -137,14 +147,11 @@ async def upload_answer(request: Request, state: State, data: bytes | StreamedLo
         prepared = await compute_in_thread(state, ingest.prepare_upload, data, overrides,
                                            max_bytes=settings.max_upload_bytes,
                                            idempotency_key=idempotency_key)
-    return await in_thread(state, ingest.store_upload, db, prepared, base_url=base,
-                           candidate_limit=settings.match_candidates,
-                           notifier=state.get("notifier"))
-
-
-def base_url(request: Request) -> str:
-    public = settings_of(request.app.state).public_url
-    return (public or str(request.base_url)).rstrip("/")
+    notifier = state.get("notifier")
+    if notifier is not None:  # its events link to the address this upload came to
+        notifier = notifier.linked(links_for(request))
+    return await in_thread(state, ingest.store_upload, db, prepared,
+                           candidate_limit=settings.match_candidates, notifier=notifier)
 
 
 # `?format=` on the routes whose answer a person reads (kb/web/negotiate.py has the rule)
@@ -290,11 +297,11 @@ async def _upload_input(request: Request, held: Reservation,
 @post("/incidents", guards=[require_token], request_max_body_size=None,
       operation_class=UploadOperation,
       summary="Upload a crash log", description=UPLOAD_DOC + IDEMPOTENCY_DOC, tags=["incidents"],
-      responses={200: ResponseSpec(UploadResult, description="matched a known incident"),
-                 201: ResponseSpec(UploadResult, description="stored as a new incident"),
+      responses={200: ResponseSpec(links.UploadResult, description="matched a known incident"),
+                 201: ResponseSpec(links.UploadResult, description="stored as a new incident"),
                  **errors(*WRITE_ERRORS, *UPLOAD_ERRORS)})
 async def upload_incident(request: Request, state: State,
-                          format: Format = None) -> Response[UploadResult]:
+                          format: Format = None) -> Response[links.UploadResult]:
     key = upload_form.check_idempotency_key(request.headers.get(IDEMPOTENCY_HEADER))
     async with budget_of(state).reservation() as held:
         data, overrides = await _upload_input(request, held, store=True)
@@ -309,7 +316,7 @@ async def upload_incident(request: Request, state: State,
       operation_class=UploadOperation, responses=errors(403, *UPLOAD_ERRORS),
       summary="Analyze and match a crash log without storing it", description=UPLOAD_DOC)
 async def analyze_log(request: Request, state: State,
-                      format: Format = None) -> Response[UploadResult]:
+                      format: Format = None) -> Response[links.UploadResult]:
     async with budget_of(state).reservation() as held:
         data, overrides = await _upload_input(request, held, store=False)
         result = await upload_answer(request, state, data, overrides, store=False, held=held)
@@ -348,28 +355,27 @@ async def list_incidents(
     page: Q[int, QueryParameter(ge=1, le=queries.MAX_PAGE)] = 1,
     per_page: Q[int, QueryParameter(ge=1, le=queries.MAX_PER_PAGE)] = 50,
     format: Format = None,
-) -> Response[IncidentList]:
+) -> Response[links.IncidentList]:
     for name, value, allowed in (("phase", phase, PHASES), ("path", path, PATHS)):
         if value is not None and value not in allowed:
             raise InvalidInput(f"{name} must be one of {', '.join(allowed)}")
     query = ListQuery(q=q, engine=engine, version=version, model_arch=model_arch, gpu=gpu,
                       phase=phase, has_fix=has_fix, path=path, tag=tag, sort=sort, page=page,
                       per_page=per_page, view=view, status=status)
-    listing = await in_thread(state, queries.list_incidents, db_of(state), query,
-                              base_url=base_url(request))
+    listing = await in_thread(state, queries.list_incidents, db_of(state), query)
     kept = [(k, v) for k, v in request.query_params.items() if k != "format"]
     page_url = "/ui/incidents" + (f"?{urlencode(kept)}" if kept else "")
-    return negotiated(request, format, listing, textreport.list_report, page=page_url)
+    return negotiated(request, format, linked(request, listing), textreport.list_report,
+                      page=page_url)
 
 
 @get("/incidents/{incident_id:int}", tags=["incidents"], operation_class=NegotiatedOperation,
      summary="One incident with its occurrences, fixes and similar incidents", responses=errors(404))
 async def get_incident(request: Request, state: State, incident_id: StoredId,
-                       format: Format = None) -> Response[IncidentDetail]:
+                       format: Format = None) -> Response[links.IncidentDetail]:
     detail = await in_thread(state, queries.incident_detail, db_of(state), incident_id,
-                             base_url=base_url(request),
                              candidate_limit=settings_of(state).match_candidates)
-    return negotiated(request, format, detail, textreport.incident_report,
+    return negotiated(request, format, linked(request, detail), textreport.incident_report,
                       page=f"/ui/incidents/{incident_id}")
 
 
@@ -377,10 +383,10 @@ async def get_incident(request: Request, state: State, incident_id: StoredId,
        summary="Edit an incident's title, notes, tags or curated fields (next, affected_versions, "
                "fixed_in, engine_limitation)", responses=errors(*WRITE_ERRORS, 404))
 async def patch_incident(request: Request, state: State, incident_id: StoredId,
-                         data: JSONBody[IncidentPatch]) -> IncidentDetail:
+                         data: JSONBody[IncidentPatch]) -> links.IncidentDetail:
     data = await strict(request, data)
-    return await in_thread(state, curate.patch_incident, db_of(state), incident_id, data,
-                           base_url=base_url(request))
+    return linked(request, await in_thread(state, curate.patch_incident, db_of(state),
+                                           incident_id, data))
 
 
 @post("/incidents/{incident_id:int}/fixes", guards=[require_token], status_code=201,
@@ -413,10 +419,10 @@ async def add_outcome(request: Request, state: State, fix_id: StoredId,
       tags=["curation"], summary="Merge a duplicate incident into another one",
       responses=errors(*WRITE_ERRORS, 404, 409))
 async def merge_incident(request: Request, state: State, incident_id: StoredId,
-                         data: JSONBody[MergeRequest]) -> IncidentDetail:
+                         data: JSONBody[MergeRequest]) -> links.IncidentDetail:
     data = await strict(request, data)
-    return await in_thread(state, curate.merge_incident, db_of(state), incident_id, data,
-                           base_url=base_url(request))
+    return linked(request, await in_thread(state, curate.merge_incident, db_of(state),
+                                           incident_id, data))
 
 
 @post("/incidents/{incident_id:int}/unmerge", guards=[require_token], status_code=200,
@@ -425,9 +431,9 @@ async def merge_incident(request: Request, state: State, incident_id: StoredId,
                   "its crash route to it again. 409 when it is not merged, or was merged "
                   "before merges were recorded.",
       responses=errors(*WRITE_ERRORS, 404, 409))
-async def unmerge_incident(request: Request, state: State, incident_id: StoredId) -> IncidentDetail:
-    return await in_thread(state, curate.unmerge_incident, db_of(state), incident_id,
-                           base_url=base_url(request))
+async def unmerge_incident(request: Request, state: State, incident_id: StoredId) -> links.IncidentDetail:
+    return linked(request, await in_thread(state, curate.unmerge_incident, db_of(state),
+                                           incident_id))
 
 
 @get("/occurrences/{occurrence_id:int}/log", tags=["incidents"], media_type="text/plain",

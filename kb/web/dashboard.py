@@ -10,11 +10,11 @@ from litestar import Request, Response, get
 from litestar.datastructures import State
 
 from kb.services import dashboard as dashboard_service
-from kb.services.dashboard import Dashboard
 from kb.services.errors import ServiceError
-from kb.web import charts
+from kb.web import charts, links
 from kb.web.answerforms import NegotiatedOperation
-from kb.web.api import Format, base_url, db_of, errors, in_thread, negotiated
+from kb.web.api import Format, db_of, errors, in_thread, negotiated
+from kb.web.links import linked
 from kb.web.pages import error_page, render
 
 
@@ -45,12 +45,12 @@ def dashboard_report(data: dict[str, Any], *, base_url: str) -> str:
      summary="This week's crashes: top incidents and their trend, breakdowns, new vs recurring",
      description="This week is the last 7 UTC days, today included, compared with the 7 "
                  "days before. `regressions` stays empty until incidents record regressions.")
-async def get_dashboard(request: Request, state: State, format: Format = None) -> Response[Dashboard]:
-    data = await in_thread(state, dashboard_service.dashboard, db_of(state), base_url=base_url(request))
-    return negotiated(request, format, data, dashboard_report, page="/ui/dashboard")
+async def get_dashboard(request: Request, state: State, format: Format = None) -> Response[links.Dashboard]:
+    data = await in_thread(state, dashboard_service.dashboard, db_of(state))
+    return negotiated(request, format, linked(request, data), dashboard_report, page="/ui/dashboard")
 
 
-def chart_data(data: Dashboard) -> dict[str, Any]:
+def chart_data(data: links.Dashboard) -> dict[str, Any]:
     """The charts of the page, from the struct the JSON returns."""
     return {
         "daily": charts.daily_columns([d.day for d in data.daily], [d.occurrences for d in data.daily],
@@ -67,9 +67,10 @@ def chart_data(data: Dashboard) -> dict[str, Any]:
 @get("/ui/dashboard", include_in_schema=False)
 async def dashboard_page(request: Request, state: State) -> Response[str]:
     try:
-        data = await in_thread(state, dashboard_service.dashboard, db_of(state), base_url=base_url(request))
+        found = await in_thread(state, dashboard_service.dashboard, db_of(state))
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
+    data: links.Dashboard = linked(request, found)
     return render(request, "dashboard.html", d=data, c=chart_data(data))
 
 

@@ -17,18 +17,19 @@ from kb.services import regressions
 from kb.services.delivery import Deliverer, delivery_log
 from kb.services.errors import ServiceError
 from kb.services.notifications import Notifier
-from kb.services.views import DeliveryLog, IncidentDetail, ResolveRequest
+from kb.services.views import DeliveryLog, ResolveRequest
 from kb.web.api import (
     MAX_ID,
     WRITE_ERRORS,
     StoredId,
-    base_url,
     db_of,
     errors,
     in_thread,
     require_token,
     settings_of,
 )
+from kb.web import links
+from kb.web.links import linked
 from kb.web.pages import error_page, form_fields, may_write, need_token, render, see_other
 
 MAX_LOG = 500
@@ -73,17 +74,16 @@ RESOLVE_DOC = (
       tags=["curation"], summary="Mark an incident resolved (optionally in a version)",
       description=RESOLVE_DOC, responses=errors(*WRITE_ERRORS, 404, 409))
 async def resolve_incident(request: Request, state: State, incident_id: StoredId,
-                           data: Q[ResolveRequest | None, Body()] = None) -> IncidentDetail:
-    return await in_thread(state, regressions.resolve, db_of(state), incident_id,
-                           data or ResolveRequest(), base_url=base_url(request))
+                           data: Q[ResolveRequest | None, Body()] = None) -> links.IncidentDetail:
+    return linked(request, await in_thread(state, regressions.resolve, db_of(state), incident_id,
+                                           data or ResolveRequest()))
 
 
 @post("/incidents/{incident_id:int}/reopen", guards=[require_token], status_code=200,
       tags=["curation"], summary="Reopen a resolved or regressed incident",
       responses=errors(*WRITE_ERRORS, 404, 409))
-async def reopen_incident(request: Request, state: State, incident_id: StoredId) -> IncidentDetail:
-    return await in_thread(state, regressions.reopen, db_of(state), incident_id,
-                           base_url=base_url(request))
+async def reopen_incident(request: Request, state: State, incident_id: StoredId) -> links.IncidentDetail:
+    return linked(request, await in_thread(state, regressions.reopen, db_of(state), incident_id))
 
 
 @get("/notifications", tags=["service"], responses=errors(),
@@ -116,8 +116,7 @@ async def resolve_page(request: Request, state: State, incident_id: StoredId) ->
         return error_page(request, 400, "fix_id must be the number of a fix")
     resolve = ResolveRequest(version=form.get("version") or None, fix_id=int(fix) if fix else None)
     try:
-        await in_thread(state, regressions.resolve, db_of(state), incident_id, resolve,
-                        base_url=base_url(request))
+        await in_thread(state, regressions.resolve, db_of(state), incident_id, resolve)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
     return see_other(f"/ui/incidents/{incident_id}#status-h", "resolved")
@@ -128,8 +127,7 @@ async def reopen_page(request: Request, state: State, incident_id: StoredId) -> 
     if not may_write(request):
         return need_token(request)
     try:
-        await in_thread(state, regressions.reopen, db_of(state), incident_id,
-                        base_url=base_url(request))
+        await in_thread(state, regressions.reopen, db_of(state), incident_id)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
     return see_other(f"/ui/incidents/{incident_id}#status-h", "reopened")

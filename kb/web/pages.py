@@ -1,9 +1,10 @@
 """The team's HTML pages: browse, read, upload and curate incidents.
 
 Server-rendered with Jinja (autoescape on: log text is always escaped). Every page
-renders the same structs the JSON API returns (kb.services.views), obtained from the
-same service functions (kb.services.queries / curate / ingest); forms post to /ui
-routes that call those functions and redirect back (Post/Redirect/Get).
+renders the same structs the JSON API returns (kb.services.views, linked by
+kb.web.links), obtained from the same service functions (kb.services.queries / curate /
+ingest); forms post to /ui routes that call those functions and redirect back
+(Post/Redirect/Get).
 
 Writes honour KB_API_TOKENS: when tokens are set, the browser signs in once at
 /ui/signin with a token, kept in an HttpOnly, SameSite=Strict cookie that every UI
@@ -34,7 +35,6 @@ from kb.services.queries import TIMELINE_DAYS
 from kb.services.streamupload import StreamedLog
 from kb.services.views import (
     FixPatch,
-    IncidentList,
     IncidentPatch,
     ListQuery,
     MergeRequest,
@@ -44,7 +44,6 @@ from kb.services.views import (
 from kb.web.api import (
     TOKEN_COOKIE,
     StoredId,
-    base_url,
     budget_of,
     db_of,
     in_thread,
@@ -53,6 +52,8 @@ from kb.web.api import (
     upload_answer,
 )
 from kb.web.budget import Reservation
+from kb.web import links
+from kb.web.links import linked
 from kb.web.logbody import LogBody
 from kb.web.uploads import read_form
 
@@ -233,10 +234,10 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
                       sort=params.get("sort") if params.get("sort") in LIST_SORTS else "relevance",
                       page=page, per_page=50, view=_opt(params, "view"))
     try:
-        listing: IncidentList = await in_thread(state, queries.list_incidents, db_of(state), query,
-                                                base_url=base_url(request))
+        found = await in_thread(state, queries.list_incidents, db_of(state), query)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
+    listing: links.IncidentList = linked(request, found)
     rows = [(item, sparkline(item.timeline.counts if item.timeline else [0] * TIMELINE_DAYS))
             for item in listing.items]
     form = {k: params.get(k) or "" for k in ("q", "engine", "version", "model_arch", "gpu",
@@ -263,11 +264,11 @@ async def incident_list_page(request: Request, state: State) -> Response[str]:
 @get("/ui/incidents/{incident_id:int}", include_in_schema=False)
 async def incident_detail_page(request: Request, state: State, incident_id: StoredId) -> Response[str]:
     try:
-        detail = await in_thread(state, queries.incident_detail, db_of(state), incident_id,
-                                 base_url=base_url(request),
-                                 candidate_limit=settings_of(state).match_candidates)
+        found = await in_thread(state, queries.incident_detail, db_of(state), incident_id,
+                                candidate_limit=settings_of(state).match_candidates)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
+    detail: links.IncidentDetail = linked(request, found)
     latest = detail.occurrences[0] if detail.occurrences else None
     return render(request, "detail.html", d=detail, analysis=detail.analysis, latest=latest,
                   fix_kinds=FIX_KINDS, may_write=may_write(request))
@@ -340,8 +341,7 @@ async def edit_incident(request: Request, state: State, incident_id: StoredId) -
         patch.next, patch.affected_versions = form.get("next", ""), form.get("affected_versions", "")
         patch.fixed_in, patch.engine_limitation = form.get("fixed_in", ""), "engine_limitation" in form
     try:
-        await in_thread(state, curate.patch_incident, db_of(state), incident_id, patch,
-                        base_url=base_url(request))
+        await in_thread(state, curate.patch_incident, db_of(state), incident_id, patch)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
     return see_other(f"/ui/incidents/{incident_id}", "saved")
@@ -492,7 +492,7 @@ async def merge_incident(request: Request, state: State, incident_id: StoredId) 
         return error_page(request, 400, "give the number of the incident to merge into")
     try:
         target = await in_thread(state, curate.merge_incident, db_of(state), incident_id,
-                                 MergeRequest(into=into), base_url=base_url(request))
+                                 MergeRequest(into=into))
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
     return see_other(f"/ui/incidents/{target.id}", "merged", merged=incident_id, into=target.id)
@@ -503,8 +503,7 @@ async def unmerge_incident(request: Request, state: State, incident_id: StoredId
     if not may_write(request):
         return need_token(request)
     try:
-        await in_thread(state, curate.unmerge_incident, db_of(state), incident_id,
-                        base_url=base_url(request))
+        await in_thread(state, curate.unmerge_incident, db_of(state), incident_id)
     except ServiceError as exc:
         return error_page(request, exc.status_code, exc.detail)
     return see_other(f"/ui/incidents/{incident_id}", "unmerged", unmerged=incident_id)

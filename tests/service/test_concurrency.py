@@ -30,7 +30,7 @@ def test_concurrent_uploads_of_one_crash_make_one_incident(db, threads):
         try:
             barrier.wait(timeout=30)
             for data in chunk:
-                results.append(ingest_upload(db, data, Overrides(), base_url="http://kb"))
+                results.append(ingest_upload(db, data, Overrides()))
         except Exception as exc:  # surfaced below
             errors.append(exc)
 

@@ -95,8 +95,7 @@ def test_concurrent_retries_with_one_key_store_one_occurrence(db):
     def worker():
         try:
             barrier.wait(timeout=30)
-            results.append(ingest_upload(db, data, Overrides(), base_url="http://kb",
-                                         idempotency_key="same-key"))
+            results.append(ingest_upload(db, data, Overrides(), idempotency_key="same-key"))
         except Exception as exc:  # surfaced below
             errors.append(exc)
 

@@ -170,7 +170,7 @@ def test_notifications_outlive_the_process_that_stored_them(db, receiver):
     settings = Settings(database_url=db.url, webhooks=(receiver.url(),), seed=False)
     notifier = Notifier.from_settings(settings)
     prepared = ingest.prepare_upload(vllm_log().encode(), Overrides(), max_bytes=1 << 20)
-    result = ingest.store_upload(db, prepared, base_url=BASE_URL, notifier=notifier)
+    result = ingest.store_upload(db, prepared, notifier=notifier)
     with db.read() as session:
         rows = [(r.event, r.status, r.incident_id)
                 for r in session.scalars(select(NotificationOutbox))]
@@ -198,7 +198,7 @@ def test_two_processes_share_the_outbox_without_sending_twice(db, receiver):
         prepared = ingest.prepare_upload(
             vllm_log(exception=f"Shared{n}Error", message=f"m {n}").encode(), Overrides(),
             max_bytes=1 << 20)
-        ingest.store_upload(db, prepared, base_url=BASE_URL, notifier=notifier)
+        ingest.store_upload(db, prepared, notifier=notifier)
     receiver.delay = 0.05
     sent = [0, 0]
     barrier = threading.Barrier(2)
@@ -293,7 +293,7 @@ def test_settled_notifications_are_pruned_after_the_retention(db, receiver):
     for n in range(3):
         prepared = ingest.prepare_upload(vllm_log(exception=f"Old{n}Error").encode(), Overrides(),
                                          max_bytes=1 << 20)
-        ingest.store_upload(db, prepared, base_url=BASE_URL, notifier=notifier)
+        ingest.store_upload(db, prepared, notifier=notifier)
     deliverer = Deliverer(db, settings)
 
     async def once() -> int:
