@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
+from dataclasses import replace
 
 from kb.core import scan
-from kb.core.capture import Peeled, Profile, peel
+from kb.core.capture import Peeled, Profile, peel, unglued
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
 from kb.core.records import Analysis, Timing
@@ -341,11 +342,18 @@ class Analyzer:
             self._redactions += count
         if peeled is not None:
             peeled.text = text
-        parsed = parse_line(number, peeled if peeled is not None else text, self._profile)
-        parsed.pieces = pieces
-        if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
-            self._extractor.feed(parsed)
-        self._context.feed(parsed)
+        whole = parse_line(number, peeled if peeled is not None else text, self._profile)
+        whole.pieces = pieces
+        parts = unglued(whole.body)
+        # lines a padded copy glued on: the same writer's, without a record header of their own
+        for parsed in [whole] if len(parts) == 1 else [
+                replace(whole, body=part, **({} if i == 0 else _GLUED_ON)) for i, part in enumerate(parts)]:
+            if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
+                self._extractor.feed(parsed)
+            self._context.feed(parsed)
+
+
+_GLUED_ON = {"level": None, "source": None, "header": False, "wraps": False}
 
 
 def _numbered(block: bytes, ranges: list[tuple[int, int]], position: int, lines_before: int):

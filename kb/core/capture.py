@@ -336,6 +336,22 @@ def rejoin(lines, width: int):
         yield pending
 
 
+# A copy that lost its line breaks but kept each line's padding to the console's width:
+# the next line begins after a long run of spaces. Only a run before what starts a line
+# of a crash (a frame, keeping its indent, a traceback's header, an exception line) is
+# such a break: right-aligned columns (rich's source) and tables stay one line.
+_GLUED_LINE = re.compile(r"(?<=\S) {14,}(?=  File \")|(?<=\S) {16,}(?=Traceback \(most recent call last\)|"
+                         r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): )")
+_PADDING = " " * 14
+
+
+def unglued(text: str) -> list[str]:
+    """The lines a padded copy glued into `text` (see _GLUED_LINE), else [text]."""
+    if _PADDING not in text:
+        return [text]
+    return _GLUED_LINE.split(text)
+
+
 def shown(raw: str) -> str:
     """What a terminal shows of a line: no ANSI codes, only what the last carriage return
     left. The width a terminal wraps at is counted on this."""

@@ -95,8 +95,10 @@ class Rejoiner:
 
     def _code_after_frame(self, held: str, text: str) -> bool:
         """An indented line after a held piece that is a whole traceback frame line is
-        that frame's code: the frame line merely filled the width."""
-        if not shown(text).startswith("  "):
+        that frame's code: the frame line merely filled the width. A frame line padded
+        with spaces (a console's padded copy) goes on: Python ends its frame lines with
+        the function's name."""
+        if not shown(text).startswith("  ") or shown(held).endswith("  "):
             return False
         frame = FRAME.match(parse_line(0, shown(held), self.profile).body)
         return frame is not None and frame["func"] is not None

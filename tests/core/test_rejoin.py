@@ -1,7 +1,7 @@
 """Joining a hard-wrapped copy back: numbered where each line starts, never across the
 start of a new record."""
 
-from kb.core.capture import Profile
+from kb.core.capture import Profile, unglued
 from kb.core.rejoin import Rejoiner
 
 CUT = "ERROR 05-01 12:00:01 [core.py:9] ValueError: the model's max seq len (131072) is larger than the"
@@ -92,3 +92,17 @@ def test_one_cut_on_a_space_is_learned_from_a_short_excerpt():
     after = "node-0:3663:4044 [0] NCCL INFO proxy.cc:1336 -> 2"
     assert Profile.learn([cut, rest, after]).wrap_width == 120
     assert Profile.learn([cut, "    " + rest.strip(), after]).wrap_width is None
+
+
+def test_a_padded_copy_that_lost_its_line_breaks_is_read_apart_and_columns_stay_whole():
+    """A console pads each line to its width; a copy that lost the breaks glues the next
+    line on after the padding. Right-aligned columns and a message's own spaces are not
+    such breaks."""
+    frame = '  File "/srv/app/vllm/worker/worker.py", line 941, in shutdown'
+    assert unglued(frame.ljust(160) + "AttributeError: 'NoneType' object has no attribute 'getenv'") == [
+        frame, "AttributeError: 'NoneType' object has no attribute 'getenv'"]
+    assert unglued(frame.ljust(160) + frame.strip()) == [frame, frame]  # the next frame keeps its indent
+    rich = "['pipeline'] Failed to load step                           local.py:302"
+    assert unglued(rich) == [rich]
+    table = "| worker-3 |                    RuntimeError |"
+    assert unglued(table) == [table]
