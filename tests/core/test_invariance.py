@@ -14,9 +14,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 LOGS = sorted(p for p in FIXTURES.iterdir() if p.name.endswith((".log", ".log.gz")))
 
 # Shapes the capture layer does not yet read like the plain log (measured, not hidden:
-# strict, so a case that starts to pass must leave this list). Ray's prefix on lines that
-# already carry one, a repr mention under a per-line timestamp, and messages continued
-# across a wrap are the open families.
+# strict, so a case that starts to pass must leave this list). None today.
 KNOWN_SHAPE_GAPS = {
 }
 KNOWN_WRAP_GAPS: set[str] = set()
