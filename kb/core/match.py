@@ -10,7 +10,6 @@ The thresholds are chosen by cross-validation on the labeled corpus (`kb eval
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
 from difflib import SequenceMatcher
@@ -77,11 +76,16 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
         return 0.0  # an empty message (truncated log) is evidence of nothing
     if a == b:
         return 100.0
-    a, b = without_value_reports(*without_errno_text(comparable(a), comparable(b)))
+    a, b = without_value_reports(comparable(a), comparable(b))
     if a == b:
         return 100.0
     head_a, head_b = _statement(a), _statement(b)
     whole = _text_similarity(a, b, head_a, head_b, weights, mix)
+    if _detail_added(a, b) or _detail_added(b, a):
+        # a release or a tool that adds a clause to the same error ("none_dealloc:
+        # deallocating None" gained ": bug likely caused by a refcount error in a C
+        # extension"; some linkers add the errno text to "cannot find -lcuda")
+        whole = max(whole, _STATEMENT_TRUST * 100)
     if head_a != a and head_b != b:
         # Engines reword the advice and detail after an error between releases ("To allow
         # overriding this maximum, set ..." became "This may lead to incorrect model outputs
@@ -162,21 +166,11 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
     return " ".join(s for s in kept_a if s), " ".join(s for s in kept_b if s)
 
 
-# The C library's text for an errno value, as tools append it to what failed ("ld: cannot
-# find -lcuda: No such file or directory"): read from the platform's own table.
-_ERRNO_TEXT = re.compile(": (?:" + "|".join(sorted(
-    {re.escape(text) for number in range(1, 134) if not (text := os.strerror(number)).startswith("Unknown error")},
-    key=len, reverse=True)) + r")$")
-
-
-def without_errno_text(a: str, b: str) -> tuple[str, str]:
-    """Two texts without the errno text one of them ends in and the other lacks: linkers
-    and loaders of some versions add it to the same failure. Both ending in one (two
-    errno values: another failure) keep it."""
-    errno_a, errno_b = _ERRNO_TEXT.search(a), _ERRNO_TEXT.search(b)
-    if bool(errno_a) == bool(errno_b):
-        return a, b
-    return (a[:errno_a.start()] if errno_a else a), (b[:errno_b.start()] if errno_b else b)
+def _detail_added(short: str, long: str) -> bool:
+    """`long` is `short` and then a clause of detail (after ": ", "; " or a sentence end),
+    and `short` says enough on its own (more terms than a generic message)."""
+    return (len(long) > len(short) and long.startswith(short) and long[len(short):len(short) + 2] in (": ", "; ", ". ")
+            and len(terms(short)) > _GENERIC_TERMS)
 
 
 def _opening(sentence: str) -> str:

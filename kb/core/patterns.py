@@ -405,6 +405,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Fatal Python error: Aborted",
          "abort() from native code, usually after a C++ exception",
          exception="SIGABRT", role="root", kind="signal", anchors=("Fatal Python error",)),
+    Rule("fatal-python-error",
+         _r(r"Fatal Python error: (?P<msg>(?!Segmentation fault|Aborted)\S.*)$"),
+         "Fatal Python error: none_dealloc: deallocating None",
+         "CPython's own fatal error (Py_FatalError): a broken interpreter invariant, most often a C "
+         "extension's refcount or GIL bug; the function that noticed it comes first",
+         exception="Fatal Python error", role="root", kind="native", anchors=("Fatal Python error",)),
     Rule("nccl-warn",
          _r(r"NCCL WARN (?P<msg>.+)$"),
          "node1:4242:4300 [3] NCCL WARN Cuda failure 'out of memory'",

@@ -102,11 +102,17 @@ MUST_NOT_MERGE += [
 ]
 
 
-def test_an_errno_text_only_one_side_prints_does_not_tell_two_failures_apart():
-    """ld and loaders of some versions append the C library's errno text to what failed."""
+def test_a_clause_of_detail_one_side_adds_does_not_tell_two_failures_apart():
+    """Linkers of some versions append the errno text to what failed; Python 3.12 added a
+    clause to its fatal errors. A generic head ("CUDA error") is not enough to say so."""
     assert score(_crash("linker error", "/usr/bin/ld: cannot find -lcuda"),
                  _crash("linker error", "/usr/bin/ld: cannot find -lcuda: No such file or directory"),
                  WEIGHTS).status == "known"
+    assert score(_crash("Fatal Python error", "none_dealloc: deallocating None"),
+                 _crash("Fatal Python error", "none_dealloc: deallocating None: bug likely caused by a refcount "
+                                              "error in a C extension"), WEIGHTS).status == "known"
+    assert score(_crash("RuntimeError", "CUDA error"), _crash("RuntimeError", "CUDA error: misaligned address"),
+                 WEIGHTS).status != "known"
 
 
 def test_a_wrapper_that_carries_a_typed_error_is_that_error():
