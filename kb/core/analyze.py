@@ -344,10 +344,10 @@ class Analyzer:
             peeled.text = text
         whole = parse_line(number, peeled if peeled is not None else text, self._profile)
         whole.pieces = pieces
-        parts = unglued(whole.body)
+        first, *glued = unglued(whole.body)
+        whole.body = first
         # lines a padded copy glued on: the same writer's, without a record header of their own
-        for parsed in [whole] if len(parts) == 1 else [
-                replace(whole, body=part, **({} if i == 0 else _GLUED_ON)) for i, part in enumerate(parts)]:
+        for parsed in [whole, *(replace(whole, body=part, **_GLUED_ON) for part in glued)]:
             if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
                 self._extractor.feed(parsed)
             self._context.feed(parsed)

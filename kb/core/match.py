@@ -33,7 +33,7 @@ _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
-# a message that is only a value (kb.core.match.raise_site_similarity): type and site
+# a message that is only a value (raise_site_similarity): type and site
 _VALUE_SITE = {"exception": 0.40, "frames": 0.60}
 # KeyError's repr of the key, an index: nothing but the value (after normalization)
 _VALUE_ONLY = re.compile(r"""^\s*(?:'[^']*'|"[^"]*"|<[a-z]+>|-?\d+)\s*$""")
@@ -273,12 +273,12 @@ _NAMES_NO_TYPE = frozenset({LOGGED_ERROR, "UserWarning", "Warning"})
 
 
 def _unwrapped(features: CrashFeatures) -> CrashFeatures:
-    """The features of the error a wrapper's message quotes with its type, else as given
+    """The features of the error a wrapper's message carries with its type, else as given
     (kb.core.comparable.carried_error)."""
-    quoted = carried_error(features.message_template)
-    if quoted is None:
+    carried = carried_error(features.message_template)
+    if carried is None:
         return features
-    return replace(features, exception=quoted[0], message_template=quoted[1])
+    return replace(features, exception=carried[0], message_template=carried[1])
 
 
 def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights = UNIFORM,

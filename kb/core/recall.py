@@ -37,8 +37,8 @@ def message_key(template: str) -> str:
     Sample: "No available memory for the cache blocks. Try <n>" -> "available memory for".
     Stored keys are computed once: a change here needs a migration that recomputes them
     (as 0011 does)."""
-    quoted = carried_error(template)
-    view = _TAGS.sub("", comparable(quoted[1] if quoted else template), count=1)
+    carried = carried_error(template)
+    view = _TAGS.sub("", comparable(carried[1] if carried else template), count=1)
     view = _LABEL.sub("", view, count=1)
     words = [w for w in _WORD.findall(view.lower()) if w not in _KEY_STOP]
     return " ".join(words[:3])[:120]

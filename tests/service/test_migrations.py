@@ -150,6 +150,30 @@ def test_0004_counts_the_terms_of_stored_v3_fingerprints(empty_db_url):
         db.dispose()
 
 
+def _key_after(db_url: str, revision: str, exception: str, old_key: str, template: str) -> str:
+    """The message key a fingerprint stored under `revision`'s predecessor with `old_key`
+    has once `revision` ran (then downgraded to the start: a migration that may not lose it)."""
+    before = f"{int(revision) - 1:04d}"
+    db = Database(db_url, pool_size=1)
+    try:
+        migrate.upgrade(db.engine, before)
+        with db.engine.begin() as conn:
+            _add_incident(conn)
+            conn.execute(sa.text(
+                "INSERT INTO incident_fingerprints (incident_id, version, hash, route_key, source, "
+                "exception, message_key, message_template, frames, created_at) VALUES "
+                "(1, '4', 'h', 'r', 'upload', :exception, :key, :template, '[]', CURRENT_TIMESTAMP)"),
+                {"exception": exception, "key": old_key, "template": template})
+        migrate.upgrade(db.engine, revision)
+        with db.engine.connect() as conn:
+            key = conn.execute(sa.text("SELECT message_key FROM incident_fingerprints")).scalar()
+        migrate.downgrade(db.engine, before)
+        return key
+    finally:
+        migrate.downgrade(db.engine, "base")
+        db.dispose()
+
+
 def test_0011_recomputes_stored_message_keys_from_the_identifying_part(empty_db_url):
     """A fingerprint stored with the old key (the template's first three words, a rank's
     locator tag and a wrapper's clause included) gets the key recall now looks up."""
@@ -157,26 +181,9 @@ def test_0011_recomputes_stored_message_keys_from_the_identifying_part(empty_db_
 
     wrapped = ("[PG <n> Rank <n>] Process group watchdog thread terminated with exception: [Rank <n>] "
                "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<n>) ran for <n> milliseconds")
-    db = Database(empty_db_url, pool_size=1)
-    try:
-        migrate.upgrade(db.engine, "0010")
-        with db.engine.begin() as conn:
-            _add_incident(conn)
-            conn.execute(sa.text(
-                "INSERT INTO incident_fingerprints (incident_id, version, hash, route_key, source, "
-                "exception, message_key, message_template, frames, created_at) VALUES "
-                "(1, '4', 'h', 'r', 'upload', 'DistBackendError', 'pg rank process', :template, '[]', "
-                "CURRENT_TIMESTAMP)"), {"template": wrapped})
-        migrate.upgrade(db.engine, "0011")
-        with db.engine.connect() as conn:
-            key = conn.execute(sa.text("SELECT message_key FROM incident_fingerprints")).scalar()
-        assert key == "watchdog caught collective"
-        assert key == message_key("[Rank <n>] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<n>)")
-        migrate.downgrade(db.engine, "0010")
-    finally:
-        migrate.downgrade(db.engine, "base")
-        db.dispose()
-
+    key = _key_after(empty_db_url, "0011", "DistBackendError", "pg rank process", wrapped)
+    assert key == "watchdog caught collective"
+    assert key == message_key("[Rank <n>] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<n>)")
 
 
 def test_0012_keys_a_wrapper_that_carries_a_typed_error_by_that_error(empty_db_url):
@@ -185,21 +192,6 @@ def test_0012_keys_a_wrapper_that_carries_a_typed_error_by_that_error(empty_db_u
     from kb.core.recall import message_key
 
     wrapped = "Capture cuda graph failed: RuntimeError: Cannot call CUDAGeneratorImpl::current_seed during capture."
-    db = Database(empty_db_url, pool_size=1)
-    try:
-        migrate.upgrade(db.engine, "0011")
-        with db.engine.begin() as conn:
-            _add_incident(conn)
-            conn.execute(sa.text(
-                "INSERT INTO incident_fingerprints (incident_id, version, hash, route_key, source, "
-                "exception, message_key, message_template, frames, created_at) VALUES "
-                "(1, '4', 'h', 'r', 'upload', 'Exception', 'runtimeerror cannot call', :template, '[]', "
-                "CURRENT_TIMESTAMP)"), {"template": wrapped})
-        migrate.upgrade(db.engine, "0012")
-        with db.engine.connect() as conn:
-            key = conn.execute(sa.text("SELECT message_key FROM incident_fingerprints")).scalar()
-        assert key == "cannot call cudageneratorimpl"
-        assert key == message_key("Cannot call CUDAGeneratorImpl::current_seed during capture.")
-    finally:
-        migrate.downgrade(db.engine, "base")
-        db.dispose()
+    key = _key_after(empty_db_url, "0012", "Exception", "runtimeerror cannot call", wrapped)
+    assert key == "cannot call cudageneratorimpl"
+    assert key == message_key("Cannot call CUDAGeneratorImpl::current_seed during capture.")

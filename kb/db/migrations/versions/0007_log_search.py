@@ -20,6 +20,7 @@ from alembic import op
 
 from kb.db import logsearch
 from kb.db.logcodec import decompress_log
+from kb.db.migrations.backfill import keyset_batches
 
 revision = '0007'
 down_revision = '0006'
@@ -51,13 +52,8 @@ def _drop_index(connection: sa.Connection) -> None:
 
 
 def _backfill(connection: sa.Connection) -> None:
-    last_id = 0
-    while True:
-        rows = connection.execute(sa.text(
-            "SELECT id, log_compressed, analysis FROM occurrences WHERE id > :last "
-            "ORDER BY id LIMIT :n"), {"last": last_id, "n": BATCH}).all()
-        if not rows:
-            break
+    for rows in keyset_batches(connection, "SELECT id, log_compressed, analysis FROM occurrences "
+                                           "WHERE id > :last ORDER BY id LIMIT :n", BATCH):
         for row_id, blob, analysis in rows:
             if isinstance(analysis, str):  # SQLite hands JSON back as text
                 analysis = json.loads(analysis)
@@ -67,7 +63,6 @@ def _backfill(connection: sa.Connection) -> None:
                 continue  # unreadable rows stay unindexed
             connection.execute(sa.text("UPDATE occurrences SET search_text = :text WHERE id = :id"),
                                {"id": row_id, "text": logsearch.search_text(log, analysis or {})})
-        last_id = rows[-1][0]
 
 
 def upgrade() -> None:

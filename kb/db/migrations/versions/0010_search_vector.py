@@ -17,6 +17,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from kb.db import logsearch
+from kb.db.migrations.backfill import keyset_batches
 
 revision = '0010'
 down_revision = '0009'
@@ -32,16 +33,10 @@ PG_DOCUMENT_0007 = ("to_tsvector('simple'::regconfig, regexp_replace(regexp_repl
 
 
 def _backfill(connection: sa.Connection) -> None:
-    last_id = 0
-    while True:
-        rows = connection.execute(sa.text(
-            "SELECT id, search_text FROM occurrences WHERE id > :last AND search_text IS NOT NULL "
-            "ORDER BY id LIMIT :n"), {"last": last_id, "n": BATCH}).all()
-        if not rows:
-            break
+    for rows in keyset_batches(connection, "SELECT id, search_text FROM occurrences "
+                                           "WHERE id > :last AND search_text IS NOT NULL ORDER BY id LIMIT :n", BATCH):
         connection.execute(sa.text("UPDATE occurrences SET search_vector = CAST(:words AS tsvector) WHERE id = :id"),
                            [{"id": row_id, "words": logsearch.search_words(text)} for row_id, text in rows])
-        last_id = rows[-1][0]
 
 
 def upgrade() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from kb.db.migrations.message_keys import recompute_message_keys
+from kb.db.migrations.backfill import recompute_message_keys
 
 revision = '0011'
 down_revision = '0010'

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from kb.db.migrations.message_keys import recompute_message_keys
+from kb.db.migrations.backfill import recompute_message_keys
 
 revision = '0012'
 down_revision = '0011'
