@@ -18,7 +18,7 @@ from kb.core.records import Analysis, Timing
 from kb.core.redact import Redactor
 from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - inflate, redacted_log: this module's API
 from kb.core.rejoin import Rejoiner
-from kb.core.rootcause import choose, not_captured, unstated_error
+from kb.core.rootcause import choose, log_ends_early, not_captured, unstated_error
 from kb.core.scan import WARNING_LINES_KEPT
 from kb.core.split import parse_line
 from kb.core.textlog import GZIP_MAGIC
@@ -66,6 +66,7 @@ class Analyzer:
         self._redactor = Redactor()  # state across lines: a PEM key's body lines
         self._bytes = 0
         self._notes: list[str] = []
+        self._last_line: tuple[int, bytes] | None = None  # the last line that is not blank, numbered
 
     def feed(self, data: bytes) -> None:
         if not data:
@@ -113,6 +114,12 @@ class Analyzer:
         context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
         longest = max((item.event.frames for item in found), key=len, default=[])
         phase = self._context.phase(root, root.line_number if root else None, context.engine, longest)
+        if verdict == "no_error" and self._last_line is not None and (context.engine or self._context.phase_markers):
+            # a launch's log that holds no error: it ends before the error that stopped it
+            verdict = "not_captured"
+            number, raw = self._last_line
+            text, _ = Redactor().line(parse_line(number, raw[:MAX_LINE].decode("utf-8", "replace"), self._profile).body)
+            self._notes.append(log_ends_early(phase, number, text))
         first, crash, seconds = self._context.seconds_to_crash(root.line_number if root else None)
         processes = sorted({label for key in self._extractor.streams if (label := _key_label(key))})
         return Analysis(
@@ -243,6 +250,7 @@ class Analyzer:
         """Parse the lines worth parsing in block[begin:end] (whole lines, but for the
         last line of the log); block[begin] is at `offset` in the log."""
         assert self._profile is not None
+        page_begin = begin
         if self._previous_cut:  # the last page ended inside a line, counted there: not again
             self._lines_before -= 1
         self._previous_cut, self._page_cut = self._page_cut, False
@@ -285,6 +293,7 @@ class Analyzer:
         if position < end:  # the lines after the last window (a last one without newline too)
             line_number += block.count(b"\n", position, end) + (block[end - 1:end] != b"\n")
         lines_before, self._lines_before = self._lines_before, line_number
+        self._last_line = _last_text_line(block, page_begin, end, line_number) or self._last_line
         if warnings or last_warnings:
             self._keep_warnings(block, begin, end, lines_before, warnings, last_warnings)
 
@@ -363,6 +372,18 @@ def _numbered(block: bytes, ranges: list[tuple[int, int]], position: int, lines_
         lines_before += block.count(b"\n", position, start)
         position = start
         yield lines_before + 1, bytes(block[start:stop].rstrip(b"\n"))
+
+
+def _last_text_line(block: bytes, begin: int, end: int, last_number: int) -> tuple[int, bytes] | None:
+    """(number, bytes) of the last line of block[begin:end] that is not blank; the
+    block's last line is line `last_number`."""
+    stop = end
+    while stop > begin:
+        start = block.rfind(b"\n", begin, stop - 1) + 1 or begin
+        if block[start:stop].strip():
+            return last_number - block.count(b"\n", start, end) + (block[end - 1:end] == b"\n"), block[start:stop].rstrip()
+        stop = start
+    return None
 
 
 def analyze(data: bytes) -> Analysis:

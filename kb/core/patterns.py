@@ -90,7 +90,7 @@ PREFIXES: tuple[Prefix, ...] = (
            "Ray and xinference use Python logging with a comma before milliseconds", header=True, starts='0123456789'),
     Prefix("deepspeed", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] \[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \[(?P<src>[\w.]+:\d+)(?::\w+)?\]\s?"),
            "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py'] exits with return code = -9",
-           "DeepSpeed's logger: bracketed time, level and file:line:function", header=True, starts='['),
+           "DeepSpeed's logger: bracketed time, level and file:line:function", header=True, engine="deepspeed", starts='['),
     Prefix("ray-cpp", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) (?P<level>[IWECF]) \d+ \d+\] (?:\([\w.]+\) )?(?P<src>[\w./-]+:\d+):\s+"),
            "[2023-06-27 07:56:04,042 C 1257 1257] (raylet) local_task_manager.cc:431:  Check failed: x != Nil()",
            "Ray's C++ logger (raylet, gcs_server, core worker): time, level letter, pid, tid, component, file:line",
@@ -680,11 +680,11 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
 PHASE_MARKERS: tuple[Rule, ...] = (
     # What an engine prints as it starts: a crash after it and before any later stage
     # crashed while starting; a log without it (an excerpt) does not say when.
-    Rule("launch", _r(r"Initializing an LLM engine|Initializing a V1 LLM engine|vLLM API server version|non-default args:|server_args=ServerArgs\(|TensorRT-LLM version:|Starting elastic_operator|starting llama server|text_generation_launcher: Args \{"),
+    Rule("launch", _r(r"Initializing an LLM engine|Initializing a V1 LLM engine|vLLM API server version|non-default args:|server_args=ServerArgs\(|TensorRT-LLM version:|Starting elastic_operator|starting llama server|text_generation_launcher: Args \{|Init torch distributed begin"),
          "INFO 03-13 09:00:01 [api_server.py:912] vLLM API server version 0.8.0", "the engine is starting",
          phase="startup", anchors=("Initializing an LLM engine", "Initializing a V1 LLM engine", "vLLM API server version", "non-default args:", "server_args=ServerArgs(",
                                    "TensorRT-LLM version:", "Starting elastic_operator", "starting llama server",
-                                   "text_generation_launcher: Args {")),
+                                   "text_generation_launcher: Args {", "Init torch distributed begin")),
     # A launcher saying its engine never came up: whatever crashed, it crashed while
     # starting (the only stage marker that counts though printed after the crash).
     Rule("failed-to-start", _r(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start|ShardCannotStart|waiting for llama runner to start|Server failed to start"),
@@ -704,7 +704,7 @@ PHASE_MARKERS: tuple[Rule, ...] = (
                   "Available KV cache memory", "# GPU blocks", "KV cache is",
                   "determine_num_available_blocks", "Load weight end", "Memory pool end",
                   "llama_new_context_with_model: ", "llama_kv_cache_", "llama_context: ")),
-    Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph begin|capturing CUDA graph", re.I),
+    Rule("graph-capture", _r(r"Capturing (?:CUDA|cudagraphs|cuda graph)|Capture cuda graph (?:begin|end)|capturing CUDA graph", re.I),
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 45%", "CUDA graph capture", phase="cuda_graph_capture",
          anchors=("captur",)),  # in any case, as the pattern
     Rule("training", _r(r" loss=|'loss': |'grad_norm': "),

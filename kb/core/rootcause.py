@@ -184,6 +184,15 @@ def unstated_error(line_number: int, text: str) -> str:
             "above and below it (the whole traceback, from its first line to the exception line).")
 
 
+def log_ends_early(phase: str, line_number: int, text: str) -> str:
+    """What to tell a person when a launch's log holds no error at all: it was cut (or
+    the process was killed) before the error was printed; say where it stops."""
+    during = f" during {phase.replace('_', ' ')}" if phase != "unknown" else ""
+    return (f"the cause was not captured in this log: it holds no error and ends{during} at line {line_number} "
+            f"({text[:160]}). Include what the launch printed after that line (every process's and rank's "
+            "output), and check the kernel log (`dmesg`) for an OOM kill if it stopped without a word.")
+
+
 _COMPETING = {"root-traceback", "root-line", "root-rule", "root-inferred", "log_error", "truncated"}
 _FULL_MARGIN = 40.0
 

@@ -70,3 +70,11 @@ def test_the_hosts_the_capture_names_are_kept():
     log = ("May 01 12:00:00 gpu-node-3 vllm[4242]: INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1\n"
            "May 01 12:00:09 gpu-node-7 vllm[4243]: ValueError: bad config\n")
     assert analyze(log.encode()).context.hosts == ["gpu-node-3", "gpu-node-7"]
+
+
+def test_deepspeeds_own_record_format_names_the_engine():
+    """DeepSpeed's logger prints `[time] [LEVEL] [file:line:function]`: its records say
+    whose log this is even where no line names DeepSpeed."""
+    log = ("[2023-04-20 19:03:19,578] [INFO] [utils.py:831:see_memory_usage] After creating fp32 partitions\n"
+           "[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = 29.71 GB, percent = 95.3%\n")
+    assert analyze(log.encode()).context.engine == "deepspeed"

@@ -55,3 +55,17 @@ def test_a_label_that_repeats_its_type_in_the_message_under_a_shorter_name():
              "message": "OutOfMemoryError: CUDA out of memory. Tried to allocate 172.00 MiB"}
     assert _root_matches(root, label) == (True, True)
     assert _root_matches(root, {**label, "message": "ValueError: CUDA out of memory. Tried to allocate 172.00 MiB"}) == (True, False)
+
+
+def test_a_label_that_repeats_its_type_as_the_error_line_itself_does():
+    """ggml prints `GGML_ASSERT: file:line: cond`: the label and the error's own text both
+    start with the kind, so the label is also compared as written."""
+    from types import SimpleNamespace
+
+    from kb.core.evaluate import _root_matches
+
+    text = r"GGML_ASSERT: D:\a\llama.cpp\llama.cpp\ggml\src\ggml.c:13968: n_dims <= ne0"
+    root = SimpleNamespace(exception="GGML_ASSERT", message=text, kind="cpp", truncated=False)
+    assert _root_matches(root, {"exception": "GGML_ASSERT", "message": text}) == (True, True)
+    other = text.replace("n_dims <= ne0", "ggml_nelements(a) == ne0*ne1")
+    assert _root_matches(root, {"exception": "GGML_ASSERT", "message": other}) == (True, False)

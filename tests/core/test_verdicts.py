@@ -10,7 +10,27 @@ def test_a_deprecation_notice_is_never_the_cause():
     log = START + ("/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml "
                    "package is deprecated. Please install nvidia-ml-py instead.\n")
     result = analyze(log.encode())
-    assert result.root_cause is None and result.verdict == "no_error"
+    assert result.root_cause is None and result.verdict != "found"
+
+
+def test_a_launch_log_that_holds_no_error_ends_before_it():
+    """A launch's log (an engine, stage markers) with no error in it was cut, or the
+    process killed, before the error was printed: not captured, and where it stops,
+    rather than "no error"."""
+    log = ("[2025-03-09 14:18:31 TP0] Load weight end. type=DeepseekV3ForCausalLM, avail mem=12.80 GB\n"
+           "[2025-03-09 14:18:32 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+           "[2025-03-09 14:40:46 TP0] Capture cuda graph end. Time elapsed: 1334.36 s\n"
+           "[2025-03-09 14:40:47 TP1] Init torch distributed begin.\n\n")
+    result = analyze(log.encode())
+    assert result.root_cause is None and result.verdict == "not_captured"
+    assert result.phase == "cuda_graph_capture"
+    assert any("ends during cuda graph capture at line 4 (Init torch distributed begin.)" in note
+               for note in result.notes), result.notes
+
+
+def test_text_that_shows_no_launch_is_no_error():
+    result = analyze(b"nothing happened here\nand nothing else either\n")
+    assert result.root_cause is None and result.verdict == "no_error" and not result.notes
 
 
 def test_a_warning_that_says_what_is_wrong_is_the_cause_when_nothing_else_is():
