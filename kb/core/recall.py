@@ -44,22 +44,47 @@ def message_key(template: str) -> str:
     return " ".join(words[:3])[:120]
 
 
+# Where a message's own statement may start after a clause of context: a logger's or
+# wrapper's "Failed to load step 'x': Step load failed: <the error>".
+_CLAUSE_END = re.compile(r"(?<=[\w)'\"\]]): (?=\S)")
+_CLAUSE_KEYS = 3
+
+
+def clause_keys(template: str) -> tuple[str, ...]:
+    """The message keys of the statements that follow each leading clause of context
+    ("<what was being done>: <the error>"), nearest the end last: a log line that quotes
+    an error after saying what failed is found by that error's key too. Lookups only;
+    a stored fingerprint keeps its one key."""
+    keys: list[str] = []
+    for found in list(_CLAUSE_END.finditer(template))[:8]:
+        rest = template[found.end():]
+        if len(rest) >= 20 and (key := message_key(rest)) and len(key.split()) == 3 and key not in keys:
+            keys.append(key)
+    return tuple(keys[-_CLAUSE_KEYS:])
+
+
 @dataclass(frozen=True, slots=True)
 class RecallKeys:
     """The indexed lookups that bring a crash's candidates: same exception and message
     key, same exception, and, since another exception type may carry the same cause (a
-    wrapper, another engine's type), same message key and same engine and phase."""
+    wrapper, another engine's type), same message key (its own or that of the error a
+    clause of context leads up to) and same engine and phase."""
 
     exception: str
     message_key: str
     engine: str | None
     phase: str | None
+    clause_keys: tuple[str, ...] = ()
+
+    @property
+    def message_keys(self) -> list[str]:
+        return list(dict.fromkeys([self.message_key, *self.clause_keys]))
 
 
 def recall_keys(features: CrashFeatures) -> RecallKeys:
     phase = features.phase if features.phase not in (None, "unknown") else None
     return RecallKeys(features.exception[:300], message_key(features.message_template),
-                      features.engine, phase)
+                      features.engine, phase, clause_keys(features.message_template))
 
 
 @lru_cache(maxsize=8192)

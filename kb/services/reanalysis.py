@@ -397,7 +397,7 @@ def _template_terms(template: str) -> set[str]:
 def _recalled(keys: RecallKeys, features: CrashFeatures) -> bool:
     """Would the recall lookups (kb.core.recall.RecallKeys) bring this fingerprint?"""
     return (features.exception[:300] == keys.exception
-            or message_key(features.message_template) == keys.message_key
+            or message_key(features.message_template) in keys.message_keys
             or (keys.engine is not None and keys.phase is not None
                 and features.engine == keys.engine and features.phase == keys.phase))
 

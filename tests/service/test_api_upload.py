@@ -361,3 +361,23 @@ def test_a_segfault_is_identified_by_where_it_crashed(client):
     assert [n["match"]["status"] for n in nowhere] != ["known"] * 2
     assert all(n["created"] for n in nowhere)
     assert len({n["incident"]["id"] for n in nowhere} | {nccl["incident"]["id"], tokenizer["incident"]["id"]}) == 4
+
+
+PLACEMENT_GROUP = """\
+INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1
+ERROR 05-01 12:00:04 [engine.py:9] ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.
+"""
+PIPELINE_STEP = """\
+[05/01/25 12:00:00] INFO     ['distilabel.pipeline'] Ray cluster started with 4 GPUs
+[05/01/25 12:00:09] ERROR    ['distilabel.pipeline'] Failed to load step 'judge_0': Step load failed: The number of required GPUs exceeds the total number of available GPUs in the placement group.
+"""
+
+
+def test_an_error_quoted_after_clauses_of_context_is_found_by_its_own_words(client):
+    """A pipeline's log line 'Failed to load step x: Step load failed: <the error>' is
+    recalled by the error it ends with, and scored known to that error's incident."""
+    first = upload(client, PLACEMENT_GROUP).json()
+    answer = client.post("/analyze", files={"log": ("run.log", PIPELINE_STEP.encode(), "text/plain")}).json()
+    assert answer["analysis"]["root_cause"]["message"].startswith("['distilabel.pipeline'] Failed to load step")
+    assert answer["match"]["status"] == "known", answer["match"]
+    assert answer["match"]["incident_id"] == first["incident"]["id"]

@@ -63,14 +63,14 @@ def _candidate_lookups(with_context: bool) -> Select[Any]:
     fp = IncidentFingerprint
     exception = bindparam("exception")
     queries: list[Select[Any]] = [
-        select(*_FEATURE_COLUMNS).where(fp.exception == exception, fp.message_key == bindparam("message_key"))
+        select(*_FEATURE_COLUMNS).where(fp.exception == exception, fp.message_key.in_(bindparam("message_keys", expanding=True)))
         .limit(bindparam("by_key")),
         select(*_FEATURE_COLUMNS).where(fp.exception == exception).order_by(fp.id.desc())
         .limit(bindparam("by_exception")),
     ]
     # the same statement under another exception type (a wrapper, another engine's type)
     queries.append(select(*_FEATURE_COLUMNS).where(
-        fp.message_key == bindparam("message_key"), fp.exception != exception)
+        fp.message_key.in_(bindparam("message_keys", expanding=True)), fp.exception != exception)
         .order_by(fp.id.desc()).limit(bindparam("by_message")))
     if with_context:
         queries.append(select(*_FEATURE_COLUMNS).where(
@@ -104,7 +104,7 @@ class FingerprintQueries(RepositoryBase):
         """Stored fingerprints worth scoring, through the indexed lookups of `keys` in one
         round trip, each bounded (kb.core.recall.RecallKeys). Never a scan of all incidents."""
         statement = _CANDIDATES_WITH_CONTEXT if keys.engine and keys.phase else _CANDIDATES
-        params = {"exception": keys.exception, "message_key": keys.message_key,
+        params = {"exception": keys.exception, "message_keys": keys.message_keys,
                   "engine": keys.engine, "phase": keys.phase, "by_key": max(1, limit // 2),
                   "by_exception": max(1, limit // 5), "by_message": max(1, limit // 10),
                   "by_context": max(1, limit // 10)}
