@@ -80,7 +80,30 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     else:
         hints.append(Hint("message", template, True, "message as printed"))
 
-    return _fingerprint(exception, template, _contributing_frames(event, hints), hints)
+    return _fingerprint(exception, template, _contributing_frames(event, hints) or _named_site(event.message, hints), hints)
+
+
+# A source location an error's text names: "(/src/tllmBuffers.h:118)", "memory_utils.cu:32",
+# "kernels/apply_token_bitmask_inplace_cuda.cu(212)"
+_NATIVE_LOCATION = re.compile(r"(?<![\w.])(?P<path>(?:[A-Za-z]:)?[\w./\\-]*?(?P<file>[\w-]+\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)))[:(]\d+\b")
+# The API a CUDA check names as what failed: "CUDA runtime error in ::cudaMallocAsync(ptr, n)"
+_FAILED_CALL = re.compile(r"\b(?:error|failed) in (?:::)?(?P<call>[A-Za-z_]\w*)\(")
+
+
+def _named_site(message: str, hints: list[Hint]) -> list[str]:
+    """A crash without frames whose text names the native source line it failed at (a
+    CUDA check, a C++ assertion, a Python exception carrying one): that location, with
+    the API it says failed there, is its crash site, as frames are a Python error's. The
+    file's name only: its path moves between builds and source layouts."""
+    location = None
+    for location in _NATIVE_LOCATION.finditer(message[:2000]):
+        pass
+    if location is None:
+        return []
+    call = _FAILED_CALL.search(message[:2000])
+    key = f"{location['file']}:{call['call'] if call else '?'}"
+    hints.append(Hint("frame", key, True, "the native source location the message names: its crash site"))
+    return [key]
 
 
 def _contributing_frames(event: ErrorEvent, hints: list[Hint]) -> list[str]:

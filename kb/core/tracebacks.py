@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kb.core import patterns as P
 from kb.core import scan
@@ -67,6 +67,7 @@ class _Stream:
     continuation_layers: tuple[str, ...] = ()  # the capture layers of the line it continues
     last_number: int = 0
     cpp: Found | None = None
+    native: Found | None = None  # a native error whose site lines (ggml's "in function f at x.cu:1") may follow
     pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
     bare: Found | None = None  # `RuntimeError:` alone: an exception only if its text follows, indented
     bare_unindented: bool = False  # ... or a warning's `x.py:N: UserWarning:`, whose text follows as is
@@ -143,6 +144,8 @@ class Extractor:
             if self._traceback_line(line, stream, body, stripped):
                 return
         if stream.cpp is not None and self._cpp_line(stream, stripped, contiguous):
+            return
+        if stream.native is not None and self._native_site_line(stream, stripped, contiguous):
             return
 
         start = body.find("Traceback (most recent call last):")
@@ -341,6 +344,23 @@ class Extractor:
         stream.cpp = None
         return False
 
+    # -- where a native error happened ------------------------------------------------------
+    def _native_site_line(self, stream: _Stream, stripped: str, contiguous: bool) -> bool:
+        """ggml's CUDA check prints, under its error line, the function and source line it
+        failed in, then the failing call: they become the error's frame (its crash site)."""
+        found = stream.native
+        assert found is not None
+        frames = found.event.frames
+        site = _GGML_SITE.match(stripped) if contiguous else None
+        if site is not None and not frames:
+            frames.append(Frame(_file_name(site["path"]), site["func"], int(site["line"]), path=site["path"]))
+            return True
+        stream.native = None
+        if contiguous and frames and frames[-1].code is None and _NATIVE_CALL_LINE.match(stripped):
+            frames[-1] = replace(frames[-1], code=stripped)
+            return True
+        return False
+
     # -- everything else -----------------------------------------------------------------------
     def _plain_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> None:
         terminate = _TERMINATE.search(stripped)
@@ -456,6 +476,8 @@ class Extractor:
                            reason=rule.why)
         found = Found(event, line.level, line.timestamp, line.record)
         self._add(stream, found)
+        if event.kind in _NATIVE_KINDS:
+            stream.native = found
         if rule.kind == "python" or event.message.endswith(":"):
             # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text)
             stream.continuation_of = found
@@ -702,6 +724,16 @@ def _states_error(stripped: str) -> bool:
 
 
 _HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when|during|for) [\w .()-]+?: (?P<msg>\S.{8,})$")
+
+
+_NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
+# ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
+_GGML_SITE = re.compile(r"current device: -?\d+, in function (?P<func>[\w:~]+) at (?P<path>\S+?):(?P<line>\d+)$")
+_NATIVE_CALL_LINE = re.compile(r"[A-Za-z_][\w:.>-]*\(.*\)$")
+
+
+def _file_name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _stated_in_header(header: str) -> str:

@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from kb.core.analyze import analyze
 from kb.core.match import SIMILAR_THRESHOLD, message_similarity, score
 from kb.core.normalize import message_template
 from kb.core.recall import TermWeights, recall_keys, terms
@@ -383,3 +384,35 @@ def test_tensorrt_llms_cpp_exception_and_the_runtimeerror_python_sees_are_one_ty
     python = _crash("RuntimeError", text, engine="tensorrt-llm")
     assert score(cpp, python, WEIGHTS).status == "known"
     assert score(_crash("ValueError", text, engine="tensorrt-llm"), cpp, WEIGHTS).status != "known"
+
+
+def _ggml_oom(function: str, call: str, path: str) -> CrashFeatures:
+    log = (f"CUDA error: out of memory\n"
+           f"  current device: 0, in function {function} at {path}:467\n  {call}\n{path}:77: CUDA error\n")
+    return CrashFeatures.from_analysis(analyze(log.encode()))
+
+
+def test_a_native_out_of_memory_is_one_crash_at_one_site_and_another_elsewhere():
+    """Running out of memory names no phase here (kb.core.match.phase_decides); where it
+    ran out does: ggml's report of the function and the failing call is the crash site,
+    whatever the source path of the build (one allocator's cuMemCreate vs the VMM pool's
+    address reservation)."""
+    here = _ggml_oom("alloc", "cuMemCreate(&handle, reserve_size, &prop, 0)",
+                     "/build/llama_cpp-src/ggml/src/ggml-cuda/ggml-cuda.cu")
+    again = _ggml_oom("alloc", "cuMemCreate(&handle, reserve_size, &prop, 0)", "llama/ggml-cuda/ggml-cuda.cu")
+    elsewhere = _ggml_oom("ggml_cuda_pool_malloc_vmm", "cuMemAddressReserve(&g_cuda_pool_addr[device], size, 0, 0, 0)",
+                          r"C:\src\ollama\llm\llama.cpp\ggml-cuda.cu")
+    assert here.frames == again.frames == ["ggml-cuda.cu:alloc"]
+    assert score(here, again, WEIGHTS).status == "known"
+    assert score(here, elsewhere, WEIGHTS).status != "known"
+
+
+def test_the_source_line_a_native_error_names_is_its_site():
+    """TensorRT-LLM's CUDA check names the call and the source line it failed at."""
+    def trt(path: str) -> CrashFeatures:
+        return CrashFeatures.from_analysis(analyze(
+            ("[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory "
+             f"({path}:118)\n").encode()))
+    one, two = trt("/src/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h"), trt("/app/runtime/tllmBuffers.h")
+    assert one.frames == two.frames == ["tllmBuffers.h:cudaMallocAsync"]
+    assert score(one, two, WEIGHTS).status == "known"
