@@ -46,6 +46,7 @@ _CODE_SLOTS = (
         r"\b(unhandled cuda error|unhandled system error|internal (?:check )?(?:error|failure)|invalid usage|"
         r"invalid argument|remote process exited|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|"
         r"ncclInvalidUsage|ncclInvalidArgument|ncclRemoteError)\b", re.I)),
+    ("collective", re.compile(r"\bSeqNum=(<first>|<n>)")),  # the first one, or a later one
     ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
                               re.I)),
 )

@@ -75,6 +75,10 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "memory sizes depend on the model and the GPU"),
     Normalizer("device", lazy(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",
                "GPU 7 has a total capacity", "which GPU or rank failed is not the cause"),
+    Normalizer("first-collective", lazy(r"\bSeqNum=1\b"), "SeqNum=<first>",
+               "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)",
+               "a timeout of a communicator's first collective says it never worked (network, P2P, "
+               "topology); of a later one, that the ranks fell out of step: kept apart from other numbers"),
     Normalizer("number", lazy(r"(?<![\w.-])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])"), "<n>", "(got `num_heads`: 71 and `num_shards`: 2",
                "counts, pids, lengths and line numbers vary between runs (names such as EAGLE-3 keep theirs)"),
     Normalizer("whitespace", lazy(r"\s+"), " ", "a\n  b", "line wrapping differs"),

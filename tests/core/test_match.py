@@ -49,6 +49,11 @@ MUST_NOT_MERGE = [
      _crash("torch.distributed.DistBackendError", "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
             "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")),
     (_crash("RuntimeError", "CUDA error: out of memory"), _crash("RuntimeError", "CUDA error: misaligned address")),
+    # a communicator's first collective timing out (it never worked) vs a later one (ranks out of step)
+    (_crash("NCCL watchdog timeout", "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+            "OpType=ALLREDUCE, Timeout(ms)=60000) ran for 69662 milliseconds before timing out.", engine="pytorch"),
+     _crash("NCCL watchdog timeout", "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, "
+            "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.", engine="pytorch")),
     # segfaults at two crash sites: the signal is all their messages share
     (dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"), frames=["<native>:ncclCommInitRank"]),
      dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"),
@@ -416,3 +421,12 @@ def test_the_source_line_a_native_error_names_is_its_site():
     one, two = trt("/src/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h"), trt("/app/runtime/tllmBuffers.h")
     assert one.frames == two.frames == ["tllmBuffers.h:cudaMallocAsync"]
     assert score(one, two, WEIGHTS).status == "known"
+
+
+def test_later_collectives_that_time_out_are_one_crash_whatever_their_number():
+    def timeout(seq: int) -> CrashFeatures:
+        return _crash("NCCL watchdog timeout", f"[Rank 3] Watchdog caught collective operation timeout: WorkNCCL("
+                      f"SeqNum={seq}, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800023 milliseconds before "
+                      "timing out.", engine="pytorch")
+    assert score(timeout(4), timeout(1474236), WEIGHTS).status == "known"
+    assert score(timeout(1), timeout(1), WEIGHTS).status == "known"
