@@ -122,8 +122,11 @@ class Analyzer:
             self._notes.append(log_ends_early(phase, number, text))
         first, crash, seconds = self._context.seconds_to_crash(root.line_number if root else None)
         processes = sorted({label for key in self._extractor.streams if (label := _key_label(key))})
+        identity = fingerprint(root)
+        if root is None and verdict == "not_captured":
+            identity.signature = "(cause not captured in this log)"  # its title: not "no error"
         return Analysis(
-            fingerprint=fingerprint(root),
+            fingerprint=identity,
             root_cause=root,
             symptoms=symptoms[:50],
             context=context,

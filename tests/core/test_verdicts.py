@@ -24,6 +24,7 @@ def test_a_launch_log_that_holds_no_error_ends_before_it():
     result = analyze(log.encode())
     assert result.root_cause is None and result.verdict == "not_captured"
     assert result.phase == "cuda_graph_capture"
+    assert result.fingerprint.signature == "(cause not captured in this log)"
     assert any("ends during cuda graph capture at line 4 (Init torch distributed begin.)" in note
                for note in result.notes), result.notes
 
