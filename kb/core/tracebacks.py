@@ -728,8 +728,8 @@ _HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when
 
 _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
 # ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
-_GGML_SITE = re.compile(r"current device: -?\d+, in function (?P<func>[\w:~]+) at (?P<path>\S+?):(?P<line>\d+)$")
-_NATIVE_CALL_LINE = re.compile(r"[A-Za-z_][\w:.>-]*\(.*\)$")
+_GGML_SITE = lazy(r"current device: -?\d+, in function (?P<func>[\w:~]+) at (?P<path>\S+?):(?P<line>\d+)$")
+_NATIVE_CALL_LINE = lazy(r"[A-Za-z_][\w:.>-]*\(.*\)$")
 
 
 def _file_name(path: str) -> str:
