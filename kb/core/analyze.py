@@ -103,18 +103,18 @@ class Analyzer:
             # of just the message, or that line among a launch's progress): that is the error
             found = [*found, statement]
             root, symptoms = choose(found, self._extractor.last_info, benign=False)
+        all_frames = [frame for item in found for frame in item.event.frames]
+        frames_text = " ".join(f.file for f in all_frames[-400:])
+        context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
+        longest = max((item.event.frames for item in found), key=len, default=[])
+        phase = self._context.phase(root, root.line_number if root else None, context.engine, longest)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
             self._notes.append(not_captured([root, *symptoms]))
         elif root is None and self._extractor.unstated is not None:
             verdict = "not_captured"
             self._notes.append(unstated_error(*self._extractor.unstated))
-        all_frames = [frame for item in found for frame in item.event.frames]
-        frames_text = " ".join(f.file for f in all_frames[-400:])
-        context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
-        longest = max((item.event.frames for item in found), key=len, default=[])
-        phase = self._context.phase(root, root.line_number if root else None, context.engine, longest)
-        if verdict == "no_error" and self._last_line is not None and (context.engine or self._context.phase_markers):
+        elif root is None and self._last_line is not None and (context.engine or self._context.phase_markers):
             # a launch's log that holds no error: it ends before the error that stopped it
             verdict = "not_captured"
             number, raw = self._last_line
