@@ -67,7 +67,7 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
     if verbose:
         for r in results:
             mark = "ok " if r.recoverable else "BAD"
-            bad_ctx = [k for k, ok in r.context.items() if not ok]
+            bad_ctx = [k for k, ok in r.context.items() if ok is False]
             click.echo(f"{mark} {r.id:<22} {r.failure_class:<40} got {r.got[:70]!r}")
             if not r.recoverable:
                 click.echo(f"      expected {r.expected[:90]!r}")
@@ -83,9 +83,9 @@ def evaluate(directory: Path, seeds_dir: str | None, subset: Path | None, shapes
         if chosen:
             click.echo(f"root cause on the {len(chosen)} cases of {subset.name}: "
                        f"{sum(r.recoverable for r in chosen) / len(chosen):.1%}")
-    click.echo("context accuracy per field (cases labeled):")
-    for name, (accuracy, count) in report["context"].items():
-        click.echo(f"  {name:<15} {accuracy:6.1%}  ({count})")
+    click.echo("context per field: right of the cases labeled (wrong; the rest left unsaid):")
+    for name, (accuracy, count, wrong) in report["context"].items():
+        click.echo(f"  {name:<15} {accuracy:6.1%}  of {count:<4} (wrong {wrong})")
     if grouping:
         _print_grouping(cases, results if verbose else None)
     if seeds_dir:

@@ -39,7 +39,8 @@ FIELD_PATTERNS: tuple[tuple[str, tuple[str, ...], LazyPattern], ...] = (
     ("model", ('model_id:',), _r(r"model_id: \"([^\"]+)\"")),
     ("model", ('vllm serve',), _r(r"vllm serve ([^\s-][^\s]*)")),
     ("architecture", ('Resolved architecture',), _r(r"Resolved architecture: (\w+)")),
-    ("architecture", ('architectures',), _r(r"['\"]?architectures['\"]?\s*[:=]\s*\[\s*['\"](\w+)['\"]")),
+    # a config's own `"architectures": [...]`, not an error's list of the supported ones
+    ("architecture", ('architectures',), _r(r"(?<!upported )['\"]?architectures['\"]?\s*[:=]\s*\[\s*['\"](\w+)['\"]")),
     ("architecture", ('Model architectures',), _r(r"Model architectures \['(\w+)'\]")),
     ("architecture", ('type=',), _r(r"\btype=(\w+For(?:CausalLM|ConditionalGeneration))")),
     ("model_arch", ('model_type',), _r(r"['\"]?model_type['\"]?\s*[:=]\s*['\"]?([a-z][\w-]*)")),
@@ -150,14 +151,18 @@ _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|
 
 # "vllm/model_executor/models/llama.py", "custom_modeling/flash_llama_modeling.py",
 # "transformers/models/qwen2/modeling_qwen2.py" -> the model_type the code is for
-_MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|/models/[a-z][a-z0-9_]*/modeling_([a-z][a-z0-9_]*)\.py$")
+# (TGI's `models/flash_causal_lm.py`, `seq2seq_lm.py` run every architecture: not one)
+_MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers|\w*(?:causal|seq2seq)_lm\.py$)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|/models/[a-z][a-z0-9_]*/modeling_([a-z][a-z0-9_]*)\.py$")
+# TGI names a few modules after a model's former or family name, not its model_type
+_MODULE_MODEL_TYPE = {"rw": "falcon", "neox": "gpt_neox", "santacoder": "gpt_bigcode"}
 
 
 def arch_from_frames(files: list[str]) -> str | None:
     for path in reversed(files):
         match = _MODEL_FILE.search(path)
         if match:
-            return match.group(1) or match.group(2)
+            name = match.group(1) or match.group(2)
+            return _MODULE_MODEL_TYPE.get(name, name)
     return None
 
 

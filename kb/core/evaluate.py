@@ -42,7 +42,9 @@ class CaseResult:
     recoverable: bool
     got: str
     expected: str
-    context: dict[str, bool] = field(default_factory=dict)
+    # per labeled field: right, wrong, or None when the analysis left it unsaid (excerpts
+    # often do not show the model or the GPUs: that is not a wrong answer)
+    context: dict[str, bool | None] = field(default_factory=dict)
 
 
 def _fold(text: str) -> str:
@@ -194,7 +196,10 @@ def evaluate_case(case: Case, analysis: Analysis) -> CaseResult:
     for name in CONTEXT_FIELDS:
         want = _label_value(case.label, name)
         if want is not None:
-            result.context[name] = _context_equal(name, _context_value(analysis, name), want)
+            got = _context_value(analysis, name)
+            if got == "unknown" != want:  # the phase an excerpt does not show
+                got = None
+            result.context[name] = None if got is None else _context_equal(name, got, want)
     return result
 
 
@@ -208,11 +213,12 @@ def evaluate(cases: list[Case]) -> dict[str, Any]:
     report["root_cause_strict"] = sum(r.exception_ok and r.message_ok for r in results) / n
     report["root_cause"] = sum(r.recoverable for r in results) / n
     report["exception_type"] = sum(r.exception_ok for r in results) / n
-    fields: dict[str, list[bool]] = defaultdict(list)
+    fields: dict[str, list[bool | None]] = defaultdict(list)
     for r in results:
         for name, ok in r.context.items():
             fields[name].append(ok)
-    report["context"] = {name: (sum(v) / len(v), len(v)) for name, v in fields.items()}
+    # (share right, labeled cases, wrong answers): a wrong value misleads, an unsaid one does not
+    report["context"] = {name: (v.count(True) / len(v), len(v), v.count(False)) for name, v in fields.items()}
     report["results"] = results
     report["by_id"] = by_id
     return report

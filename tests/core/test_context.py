@@ -78,3 +78,27 @@ def test_deepspeeds_own_record_format_names_the_engine():
     log = ("[2023-04-20 19:03:19,578] [INFO] [utils.py:831:see_memory_usage] After creating fp32 partitions\n"
            "[2023-04-20 19:03:19,581] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = 29.71 GB, percent = 95.3%\n")
     assert analyze(log.encode()).context.engine == "deepspeed"
+
+
+def test_the_supported_architectures_an_error_lists_are_not_the_models_own():
+    log = (b"ValueError: Model architectures ['Qwen3NextForCausalLM'] are not supported for now. "
+           b"Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BaichuanForCausalLM']\n")
+    context = analyze(log).context
+    assert context.architecture == "Qwen3NextForCausalLM"
+    assert context.model_arch == "qwen3_next"
+
+
+def _tgi_shard_traceback(*modules: str) -> bytes:
+    lines = ["Traceback (most recent call last):"]
+    for n, module in enumerate(modules):
+        lines += [f'  File "/opt/conda/lib/python3.10/site-packages/text_generation_server/models/{module}", '
+                  f"line {100 + n}, in forward", "    return self.model.forward(batch)"]
+    lines.append("RuntimeError: CUDA error: an illegal memory access was encountered")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_a_runner_module_for_every_architecture_names_none():
+    """TGI's `flash_causal_lm.py` runs every model: the architecture is the modeling file's."""
+    assert analyze(_tgi_shard_traceback("custom_modeling/flash_llama_modeling.py", "flash_causal_lm.py")).context.model_arch == "llama"
+    assert analyze(_tgi_shard_traceback("flash_causal_lm.py", "seq2seq_lm.py")).context.model_arch is None
+    assert analyze(_tgi_shard_traceback("custom_modeling/flash_rw_modeling.py")).context.model_arch == "falcon"

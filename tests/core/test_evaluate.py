@@ -69,3 +69,16 @@ def test_a_label_that_repeats_its_type_as_the_error_line_itself_does():
     assert _root_matches(root, {"exception": "GGML_ASSERT", "message": text}) == (True, True)
     other = text.replace("n_dims <= ne0", "ggml_nelements(a) == ne0*ne1")
     assert _root_matches(root, {"exception": "GGML_ASSERT", "message": other}) == (True, False)
+
+
+def test_a_context_field_the_log_does_not_show_is_unsaid_not_wrong():
+    from kb.core.evaluate import Case, evaluate
+
+    log = b"INFO 05-01 12:00:01 [config.py:2] model='Qwen/Qwen3-8B' vllm==0.9.1\nValueError: bad config\n"
+    label = {"id": "c", "engine": "vllm", "model": "Qwen/Qwen3-32B", "gpu": {"name": "H100", "count": 8},
+             "phase": "weight_loading", "root_cause": {"exception": "ValueError", "message": "bad config"}}
+    context = evaluate([Case("c", log, label)])["context"]
+    assert context["engine"] == (1.0, 1, 0)
+    assert context["model"] == (0.0, 1, 1)  # said, and not the labeled one
+    assert context["gpu_name"] == (0.0, 1, 0)  # never said
+    assert context["phase"][2] == 0  # "unknown" is not a claim
