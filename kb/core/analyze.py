@@ -91,18 +91,18 @@ class Analyzer:
         for joined in self._rejoiner.flush(self._lines_before) if self._rejoiner is not None else ():
             self._parse(joined.first, joined.last - joined.first + 1, joined.line, True)
         found = self._extractor.finish()
-        root, symptoms = choose(found, self._extractor.last_info)
+        root, symptoms = choose(found)
         if root is None and (self._first_warnings or self._last_warnings):  # nothing but warnings: read them
             for number, raw in sorted(dict([*self._first_warnings, *self._last_warnings]).items()):
                 self._line(number, raw, True)
             found = self._extractor.finish()
-            root, symptoms = choose(found, self._extractor.last_info, benign=False)
+            root, symptoms = choose(found, benign=False)
         statement = self._extractor.statement
         if root is None and statement is not None and self._extractor.statements == 1:
             # a log without any error but one line that states a failure in words (a paste
             # of just the message, or that line among a launch's progress): that is the error
             found = [*found, statement]
-            root, symptoms = choose(found, self._extractor.last_info, benign=False)
+            root, symptoms = choose(found, benign=False)
         all_frames = [frame for item in found for frame in item.event.frames]
         frames_text = " ".join(f.file for f in all_frames[-400:])
         context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])

@@ -60,20 +60,19 @@ class Group:
     count: int
     recovered: bool = False
     last_line: int = 0  # where the group's last member was printed (a repeat ends later)
+    resumed: int = 0  # the first INFO record of that member's stream after it (0: none)
 
 
-def choose(found: list[Found], last_info: dict[str | None, int] | None = None,
-           benign: bool = True) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
+def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
     """Return (root cause, symptoms set aside) from everything found in the log.
-    `last_info` maps each process to the line of its last INFO record: a process that
-    went on logging normally after an error, while a later error ended the run,
-    recovered from the first one. `benign=False`: a benign error (recovered, teardown)
-    is never the answer, not even the only one."""
+    A process that went on logging normally (an INFO record) after an error, before a
+    later error ended the run, recovered from the first one. `benign=False`: a benign
+    error (recovered, teardown) is never the answer, not even the only one."""
     groups = [g for g in _group(_without_copies(found)) if g.tier != "noise" and (benign or g.tier != "benign")]
     if not groups:
         return None, []
     _mark_propagated(groups)
-    _mark_recovered(groups, last_info or {})
+    _mark_recovered(groups)
     scores = {id(g): _score(g) for g in groups}
     ranked = sorted(groups, key=lambda g: (-scores[id(g)], g.first.event.line_number or 0))
     best = ranked[0]
@@ -298,7 +297,8 @@ def _group(found: list[Found]) -> list[Group]:
         if _BASE[tier] > _BASE[group.tier]:
             group.tier, group.reason = tier, reason
         group.count += 1
-        group.last_line = max(group.last_line, printed_at)
+        if printed_at >= group.last_line:
+            group.last_line, group.resumed = printed_at, item.next_info
         if event.process and event.process not in group.ranks:
             group.ranks.append(event.process)
     return order
@@ -327,16 +327,16 @@ def _without_copies(found: list[Found]) -> list[Found]:
     return kept
 
 
-def _mark_recovered(groups: list[Group], last_info: dict[str | None, int]) -> None:
+def _mark_recovered(groups: list[Group]) -> None:
     roots = [g for g in groups if g.tier.startswith("root")]
     if len(roots) < 2:
         return
     last_root_line = max(g.first.event.line_number or 0 for g in roots)
     for group in roots:
         # an error that came back later in the log (a second attempt failing the same
-        # way) was not recovered from: its last repeat counts
-        line = group.last_line
-        if line < last_root_line and last_info.get(group.first.key, 0) > line:
+        # way) was not recovered from: its last repeat counts. Normal records only after
+        # the run-ending error too are the shutdown (a server stopping), not a recovery.
+        if group.last_line < last_root_line and 0 < group.resumed < last_root_line:
             group.recovered = True
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
 

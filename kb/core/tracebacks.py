@@ -52,6 +52,7 @@ class Found:
     key: tuple | None = None  # the stream (capture label, process) it was found in
     mention: bool = False  # named inside a log line rather than printed as an exception line
     wraps: bool = False  # its record's message goes on, wrapped, on the next unprefixed lines
+    next_info: int = 0  # the line of its stream's first INFO record after it (0: none)
 
 
 @dataclass(slots=True)
@@ -82,7 +83,8 @@ class _Stream:
 class Extractor:
     found: list[Found] = field(default_factory=list)
     streams: dict[str | None, _Stream] = field(default_factory=dict)
-    last_info: dict[tuple, int] = field(default_factory=dict)  # stream key -> line of its last INFO record
+    # errors whose stream has not logged an INFO record since (stream key -> errors)
+    awaiting_info: dict[tuple | None, list[Found]] = field(default_factory=dict)
     # a traceback printed inside one log record ("[.. TP3] Scheduler hit an exception: Traceback ...")
     # continues on lines without any prefix: they belong to that record's process
     embedded: tuple | None = None
@@ -117,8 +119,9 @@ class Extractor:
 
     # ----------------------------------------------------------------------------------
     def _feed(self, line: LogLine) -> None:
-        if line.level in ("INFO", "DEBUG"):
-            self.last_info[line.key] = line.number
+        if line.level in ("INFO", "DEBUG") and self.awaiting_info:
+            for found in self.awaiting_info.pop(line.key, ()):
+                found.next_info = line.number
         if (line.process is None and not line.header and self.embedded is not None
                 and line.stream == self.embedded[0]):
             line.process = self.embedded[1]
@@ -519,6 +522,7 @@ class Extractor:
         if found.key is None:
             found.key = stream.key
         self.found.append(found)
+        self.awaiting_info.setdefault(found.key, []).append(found)
 
     def _faulthandler_line(self, line: LogLine) -> bool:
         """faulthandler prints the crashing thread's stack after 'Fatal Python error':

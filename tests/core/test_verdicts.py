@@ -241,3 +241,20 @@ def test_a_recovered_warning_line_does_not_take_the_place_of_the_error_a_wrapper
     beside = analyze((START + wrapper + recovered).encode()).root_cause
     assert (alone.exception, alone.message) == ("AssertionError", "auto_functionalized was not removed")
     assert (beside.exception, beside.message) == (alone.exception, alone.message)
+
+
+def _two_errors_then(between: list[str], after: list[str]) -> str:
+    first = "OSError: [Errno 28] No space left on device: '/root/.cache/vllm/torch_compile_cache'"
+    second = "ValueError: tensor model parallel group is not initialized"
+    return START + "\n".join([first, *between, second, *after]) + "\n"
+
+
+def test_an_error_the_process_went_on_from_is_recovered_but_not_one_the_shutdown_follows():
+    """Normal records between two errors: the process went on from the first, and the
+    second ended the run. Normal records only after both are the server shutting down:
+    the first error is still the trigger."""
+    shutdown = ["INFO 05-01 12:00:09 [launcher.py:80] Shutting down FastAPI HTTP server.",
+                "INFO:     Application shutdown complete."]
+    went_on = ["INFO 05-01 12:00:05 [worker.py:12] retrying with the fallback communicator"]
+    assert analyze(_two_errors_then([], shutdown).encode()).root_cause.exception == "OSError"
+    assert analyze(_two_errors_then(went_on, shutdown).encode()).root_cause.exception == "ValueError"
