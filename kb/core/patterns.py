@@ -53,6 +53,8 @@ class Prefix:
     wraps: bool = False
 
 
+_SOURCE_START = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789./_"
+
 PREFIXES: tuple[Prefix, ...] = (
     Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
            "[2025-06-13 09:59:00 TP3] Scheduler hit an exception: x",
@@ -117,6 +119,14 @@ PREFIXES: tuple[Prefix, ...] = (
            "a row of an ASCII table (Triton's model status): the message is the last cell, and a message too long "
            "for it goes on in the next rows, their other cells blank; the closing '|' is cut in split.py",
            starts="|"),
+    Prefix("source-level", _r(r"^(?P<src>[\w.\\/-]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|rs|go|py)(?::\d+){1,2}): (?P<level>ERROR|FATAL|[Ee]rror|[Ff]atal error|WARNING|[Ww]arning):\s+"),
+           "ggml-cuda.cu:3211: ERROR: CUDA kernel vec_dot_q5_K_q8_1_impl_vmmq has no device code compatible with CUDA arch 520.",
+           "a source location, then the severity: C/C++ libraries' own error macros (ggml) and compilers "
+           "(a JIT build's `x.cu:12:5: error: ...`)", header=True, starts=_SOURCE_START),
+    Prefix("bracket-level", _r(r"^\[(?P<level>DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|EVENT)\]\s+(?:[A-Z][A-Z_]*\(\d+,[^)]*\):(?P<ts>[\d:.-]+)\s+\[(?P<src>[\w./-]+:\d+)\]\d*\s+)?"),
+           "[ERROR] GE(173913,):2025-12-25-17:14:00.937.954 [tiling.cc:312]174006 BuildTilingParseOutputs: ErrorNo: 1343225857(Parameter invalid!) Failed",
+           "a bracketed level first; Huawei CANN's log (vllm-ascend) goes on with module(pid,process):time [file:line]tid",
+           header=True, starts="["),
     Prefix("level-word", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"),
            "ERROR serve_adapter: startup failed, exiting with status 1",
            "loggers that print only the level before the message (after a capture timestamp, uvicorn)",
@@ -336,6 +346,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "[TRT] [E] 6: The engine plan file is generated on an incompatible device, expecting compute 8.0 got compute 8.9, please rebuild.",
          "TensorRT's logger at error severity (Python's trt.Logger, trtexec's '[E] Error[n]:'); the first one is the trigger, later ones are consequences",
          exception="TensorRT error", role="root", kind="cpp", anchors=("[TRT] [E]", "[E] ")),
+    Rule("tensorrt-error-code",
+         _r(r"^(?:\d+: )?(?P<msg>\[[\w.]+::~?\w+::\d+\] Error Code \d+: .+)$"),
+         "4: [runtime.cpp::deserializeCudaEngine::66] Error Code 4: Internal Error (Engine deserialization failed.)",
+         "TensorRT's error record (where, then 'Error Code n: kind (details)'), whichever logger prints it: "
+         "Triton's glog, a plain stderr; the first one is the trigger",
+         exception="TensorRT error", role="root", kind="cpp", anchors=("] Error Code ",)),
     Rule("torch-elastic-signal",
          _r(r"(?P<msg>failed \(exitcode: -(?P<signal>\d+)\) local_rank: .*)$"),
          "failed (exitcode: -9) local_rank: 0 (pid: 62498) of binary: /usr/bin/python",
@@ -769,7 +785,7 @@ BLOCK_ANCHORS: tuple[str, ...] = (
 ERROR_ANCHORS: tuple[str, ...] = (
     "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
-    "not supported", "CUDA",
+    "not supported", "CUDA", "FATAL",
     # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",
     # older "[E socket.cpp:860]": the level is all such a line may hold of an error
     "[E0", "[E1", "[E ", "[F0", "[F1",
