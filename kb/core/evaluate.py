@@ -22,6 +22,7 @@ from kb.core.analyze import analyze, inflate
 from kb.core.engines import label_engine
 from kb.core.fingerprint import canonical_exception
 from kb.core.records import Analysis
+from kb.core.split import parse_line
 
 CONTEXT_FIELDS = ("engine", "engine_version", "model", "model_arch", "gpu_name", "gpu_count", "tp", "dp", "pp", "ep", "phase")
 
@@ -72,8 +73,16 @@ _LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
 _CAPTURE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
 
 
+def _labeled_message(expected: str) -> str:
+    """The message of a label that copied the whole line: the capture's and the logger's
+    headers (`ERROR:torch.distributed...:`, `file.cu:12: ERROR: `) read off as the
+    analyzer reads them, so the label is compared with what the line says."""
+    text = _CAPTURE_TIME.sub("", _fold(expected))
+    return parse_line(0, text).body or text
+
+
 def message_matches(got: str, expected: str) -> bool:
-    a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _CAPTURE_TIME.sub("", _fold(expected)))
+    a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _labeled_message(expected))
     a, b = _LOG_TAG.sub("", _LOCATION.sub("", a)), _LOG_TAG.sub("", _LOCATION.sub("", b))
     if a == b:
         return True

@@ -82,3 +82,11 @@ def test_a_context_field_the_log_does_not_show_is_unsaid_not_wrong():
     assert context["model"] == (0.0, 1, 1)  # said, and not the labeled one
     assert context["gpu_name"] == (0.0, 1, 0)  # never said
     assert context["phase"][2] == 0  # "unknown" is not a claim
+
+
+def test_a_label_that_copied_the_loggers_header_matches_the_message():
+    got = "failed (exitcode: -9) local_rank: 0 (pid: 29066) of binary: /usr/bin/python3"
+    assert message_matches(got, "ERROR:torch.distributed.elastic.multiprocessing.api:" + got)
+    assert message_matches("CUDA kernel mul_mat_q4_0 has no device code compatible with CUDA arch 520",
+                           "ggml-cuda.cu:3211: ERROR: CUDA kernel mul_mat_q4_0 has no device code compatible with CUDA arch 520")
+    assert not message_matches(got, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3")
