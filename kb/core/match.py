@@ -21,7 +21,7 @@ from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
 from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
 from kb.core.gpus import gpu_family
-from kb.core.recall import UNIFORM, TermWeights, terms
+from kb.core.recall import UNIFORM, TermWeights, clause_tails, terms
 from kb.core.records import LOGGED_ERROR, CrashFeatures, MatchScore
 
 KNOWN_THRESHOLD = 92.0
@@ -65,6 +65,7 @@ _GENERIC_TERMS = 2  # a message with this few terms of its own ("<n> is not divi
 _FRAMES_APART = 50.0  # frame similarity below this: raised from other code
 _STATEMENT_WORDS = 5  # a first sentence this long says what went wrong on its own
 _STATEMENT_TRUST = 0.97  # statements alike, advice unknown: a shade short of the whole text alike
+_CLAUSES_TRIED = 2  # leading clauses of context set aside, outermost first
 
 
 def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: float = TERM_MIX) -> float:
@@ -95,6 +96,18 @@ def message_similarity(a: str, b: str, weights: TermWeights = UNIFORM, mix: floa
         # the detail after it is what tells such crashes apart.
         if min(len(head_a.split()), len(head_b.split())) >= _STATEMENT_WORDS:
             whole = max(whole, _STATEMENT_TRUST * _text_similarity(head_a, head_b, head_a, head_b, weights, mix))
+    if whole < _STATEMENT_TRUST * 100:
+        # One text says what was being done before the error and the other not (a
+        # release that prefixed ">- DeepSpeed Op Builder: ", a launcher's "Failed to load
+        # x: "): the error is the statement after that clause, compared whole or cut.
+        # Only a clause the other text lacks, opening where the statement does: two
+        # texts with other clauses ("libcudart.so: cannot open ..." and "libnccl.so:
+        # cannot open ...") differ in what the clause names.
+        for text, other, head in ((a, b, head_b), (b, a, head_a)):
+            for tail in clause_tails(text)[:_CLAUSES_TRIED]:
+                if len(tail.split()) >= _STATEMENT_WORDS and _opening(tail) == _opening(other):
+                    whole = max(whole, _STATEMENT_TRUST * _text_similarity(
+                        tail, other, _statement(tail), head, weights, mix))
     return whole
 
 

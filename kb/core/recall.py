@@ -50,15 +50,20 @@ _CLAUSE_END = re.compile(r"(?<=[\w)'\"\]]): (?=\S)")
 _CLAUSE_KEYS = 3
 
 
+def clause_tails(template: str) -> list[str]:
+    """The statements that follow each leading clause of context ("<what was being
+    done>: <the error>"), outermost first, each long enough to name an error."""
+    return [rest for found in list(_CLAUSE_END.finditer(template))[:8]
+            if len(rest := template[found.end():]) >= 20]
+
+
 def clause_keys(template: str) -> tuple[str, ...]:
-    """The message keys of the statements that follow each leading clause of context
-    ("<what was being done>: <the error>"), nearest the end last: a log line that quotes
-    an error after saying what failed is found by that error's key too. Lookups only;
-    a stored fingerprint keeps its one key."""
+    """The message keys of the statements that follow each leading clause of context,
+    nearest the end last: a log line that quotes an error after saying what failed is
+    found by that error's key too. Lookups only; a stored fingerprint keeps its one key."""
     keys: list[str] = []
-    for found in list(_CLAUSE_END.finditer(template))[:8]:
-        rest = template[found.end():]
-        if len(rest) >= 20 and (key := message_key(rest)) and len(key.split()) == 3 and key not in keys:
+    for rest in clause_tails(template):
+        if (key := message_key(rest)) and len(key.split()) == 3 and key not in keys:
             keys.append(key)
     return tuple(keys[-_CLAUSE_KEYS:])
 

@@ -430,3 +430,18 @@ def test_later_collectives_that_time_out_are_one_crash_whatever_their_number():
                       "timing out.", engine="pytorch")
     assert score(timeout(4), timeout(1474236), WEIGHTS).status == "known"
     assert score(timeout(1), timeout(1), WEIGHTS).status == "known"
+
+
+def test_a_clause_of_context_one_release_puts_before_the_error_does_not_hide_it():
+    """DeepSpeed's op builder prefixed its error with ">- DeepSpeed Op Builder: "; an excerpt
+    cut inside the newer text is still the older release's crash. A clause both texts have,
+    naming other things, still tells them apart."""
+    older = _crash("Exception", "Installed CUDA version 11.0 does not match the version torch was compiled with "
+                                "10.1, unable to compile cuda/cpp extensions without a matching cuda version.",
+                   engine="deepspeed")
+    newer_cut = _crash("Exception", ">- DeepSpeed Op Builder: Installed CUDA version 12.0 does not match the "
+                                    "version torch was compiled with 11.8, unable to", engine="deepspeed")
+    assert score(newer_cut, older, WEIGHTS).status == "known"
+    assert score(_crash("OSError", "libcudart.so.12: cannot open shared object file: No such file or directory"),
+                 _crash("OSError", "libnccl.so.2: cannot open shared object file: No such file or directory"),
+                 WEIGHTS).status != "known"
