@@ -445,3 +445,15 @@ def test_a_clause_of_context_one_release_puts_before_the_error_does_not_hide_it(
     assert score(_crash("OSError", "libcudart.so.12: cannot open shared object file: No such file or directory"),
                  _crash("OSError", "libnccl.so.2: cannot open shared object file: No such file or directory"),
                  WEIGHTS).status != "known"
+
+
+def test_one_tensorrt_error_record_is_one_crash_whichever_logger_printed_it():
+    record = ("1: [stdArchiveReader.cpp::stdArchiveReaderInitCommon::47] Error Code 1: Serialization (Serialization "
+              "assertion stdVersionRead == kSERIALIZATION_VERSION failed.Version tag does not match. Note: Current "
+              "Version: 226, Serialized Engine Version: 228)")
+    printed = [f"[TensorRT-LLM][ERROR] {record}",
+               f"E1203 08:14:05.772140 1 logging.cc:43] {record}",
+               f"[12/03/2024-08:14:05] [TRT] [E] {record}"]
+    analyses = [analyze((line + "\n").encode()) for line in printed]
+    assert {(a.root_cause.exception, a.root_cause.message) for a in analyses} == {("TensorRT error", record)}
+    assert len({a.fingerprint.hash for a in analyses}) == 1
