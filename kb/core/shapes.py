@@ -35,6 +35,7 @@ _CRI_MAX_LINE = 16 * 1024  # containerd max_container_log_line_size default
 _JOURNALD_LINE_MAX = 48 * 1024  # journald LineMax= default: longer lines are split
 
 _PROC_PREFIX = re.compile(r"\((?:[^()\s]+ )?pid=\d+(?:, ip=[0-9.]+)?\) ")
+_RAY_PREFIX = re.compile(r"\([^()\s]+ pid=\d+, ip=[0-9.]+\) ")
 _TB_START = re.compile(r"Traceback \(most recent call last\):|During handling of the above|"
                        r"The above exception was the direct cause")
 _ERROR_WORD = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
@@ -222,7 +223,10 @@ _SHAPERS = {
                                                f"{cap.host} vllm[{cap.pid}]: {line}"),
     "srun": _per_line(lambda cap, line: f"{cap.task:0{cap.label_width}d}: {line}"),
     "mpirun": _per_line(lambda cap, line: f"[1,{cap.task}]<{cap.stream(line)}>:{line}"),
-    "ray": _per_line(lambda cap, line: line if _PROC_PREFIX.match(line)
+    # Ray's log monitor forwards every line of a remote actor, an engine's own process
+    # labels and all (Ray Serve LLM: "(ServeReplica:... pid=1, ip=...) (EngineCore_DP0 pid=2) ...")
+    # (a line Ray already forwarded, from another actor, keeps its own label)
+    "ray": _per_line(lambda cap, line: line if _RAY_PREFIX.match(line)
                      else f"(RayWorkerWrapper pid={cap.pid}, ip={cap.ip}) {line}"),
     # quoted in a markdown reply (GitHub's "Quote reply", forums): an empty line is a bare '>'
     "quote": _per_line(lambda cap, line: f"> {line}" if line else ">"),

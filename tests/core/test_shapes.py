@@ -139,3 +139,11 @@ def test_journald_shows_what_journalctl_shows_and_unknown_shapes_fail():
     assert recapture(b"a\r\nb\r\n", "crlf") == b"a\r\nb\r\n"
     with pytest.raises(ValueError, match="unknown capture shape"):
         recapture(b"x\n", "fluentd")
+
+
+def test_ray_forwards_an_engines_own_process_labels_behind_its_label():
+    """Ray Serve LLM: the replica's lines carry Ray's label and then vLLM's (every piece of
+    a wrapped line too, so the pieces stay one stream)."""
+    out = recapture(b"(EngineCore pid=316) ValueError: x\n) continued\n", "ray").decode()
+    assert out == ("(RayWorkerWrapper pid=12345, ip=10.0.0.5) (EngineCore pid=316) ValueError: x\n"
+                   "(RayWorkerWrapper pid=12345, ip=10.0.0.5) ) continued\n")
