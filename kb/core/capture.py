@@ -97,6 +97,10 @@ ATOMS: tuple[Prefix, ...] = (
          "3: Traceback (most recent call last):",
          "srun --label: the task id (zero-padded to the width of the largest), even on a one-line excerpt "
          "(indented numbers are a backtrace's frames)", starts="0123456789"),
+    Prefix("pdsh-ip", lazy(r"^(?P<stream>(?P<host>\d{1,3}(?:\.\d{1,3}){3})): "),
+         "192.168.1.20: RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191",
+         "pdsh (DeepSpeed's multi-node runner) labels each node's lines with its host, often an address "
+         "(a host name is learned as a repeated head)", starts="0123456789"),
     Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:"),
          "[1,3]<stderr>:Traceback (most recent call last):",
          "Open MPI's --tag-output: [jobid,rank]<stream>: and the output right after it", starts="["),
