@@ -87,6 +87,10 @@ PREFIXES: tuple[Prefix, ...] = (
            "E0724 19:33:34.565000 128818126430656 torch/distributed/elastic/multiprocessing/api.py:702] failed",
            "torch.distributed.elastic logs in glog format (torch.compile's adds its compile id: '[0/0] ')",
            header=True, starts='IWEF'),
+    Prefix("neuron", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+):\s+\d+\s+(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\|\|(?P<src>[\w-]+)\|\|:\s*"),
+           "2024-12-14 00:55:07.000624:  327  ERROR ||NEURON_CC_WRAPPER||: Compilation failed for /tmp/model.hlo_module.pb after 0 retries.",
+           "AWS Neuron's libraries (neuronx-cc wrapper, compile cache): time, pid, level, ||COMPONENT||",
+           header=True, starts='0123456789'),
     Prefix("py-logging", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- |[\w.]+ \d+ (?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)"),
            "2025-04-15 13:37:25,916 ERROR worker.py:422 -- Unhandled error",
            "Ray and xinference use Python logging with a comma before milliseconds", header=True, starts='0123456789'),
@@ -194,7 +198,7 @@ EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?
 # is a class of an `errors` / `exceptions` module (triton.runtime.errors.OutOfResources);
 # ncclXxxError names are lower-case first.
 EXCEPTION_MENTION = _r(
-    r"(?<![\w.:])(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
+    r"(?<![\w.])(?<!::)(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
     r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
@@ -447,6 +451,16 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Aborted (core dumped)",
          "the shell reports a child that called abort() (after a C++ exception, an assertion)",
          exception="SIGABRT", role="confirmation", kind="signal", anchors=("Aborted",)),
+    Rule("gpu-math-library-error",
+         _r(r"^(?P<exc>(?:(?:roc|hip)[A-Za-z]+|MIOpen(?:\(HIP\))?) [Ee]rror):?\s(?P<msg>.+)$"),
+         "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: Illegal seek for GPU arch : gfx1150",
+         "ROCm's math libraries (rocBLAS, hipBLASLt, MIOpen) print their failure and abort: the library names the kind",
+         exception="ROCm library error", role="root", kind="cpp", anchors=(" error:", " Error:", " error ", " Error ")),
+    Rule("zsh-job-signal",
+         _r(r"^(?P<msg>zsh: (?P<signame>abort|killed|segmentation fault|illegal hardware instruction|bus error|floating point exception)\s.*)$"),
+         "zsh: illegal hardware instruction  python -m mlx_lm.server --model mlx-community/Qwen3-8B-4bit",
+         "zsh (macOS's shell) reports a job a signal ended, in its own words ('illegal hardware instruction': SIGILL)",
+         exception="signal", role="confirmation", kind="signal", anchors=("zsh: ",)),
     Rule("absl-failure-signal",
          _r(r"(?P<msg>\*\*\* (?P<exc>SIG[A-Z]+) received at time=\d+.*)$"),
          "*** SIGSEGV received at time=1722289279 on cpu 61 ***",
@@ -778,6 +792,7 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
 # the rest of a C++ what()) are parsed too.
 BLOCK_ANCHORS: tuple[str, ...] = (
     "Traceback", 'File "', 'File \\"', "Error", "error", "Exception", "terminate called", "what():",
+    "uncaught exception",
     "Fatal", "Segmentation fault", "most recent call first",
     "ERROR",  # an error record's message may go on below (wrapped in a column: Prefix.wraps)
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on

@@ -232,6 +232,10 @@ def _score(group: Group) -> float:
         score = 1  # only when nothing else was found (a pasted warning, an interrupt)
     if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
         score += 10  # an ERROR line that names a real failure beats one that only reports
+    if group.tier == "log_error" and group.first.introduces:
+        # the line that introduces a traceback reports the traceback's error: even cut
+        # before its exception line, the traceback says more (where, and its message)
+        score -= 25
     return score
 
 

@@ -21,7 +21,10 @@ _MAX_CONTINUATION = 25
 # An OSError's text is strerror() after its errno, and a file name: one line, always
 # ("[Errno 98] Address already in use" then "Starting vLLM..." is the next print).
 _OS_ERROR_TEXT = lazy(r"^\[Errno \d+\] [^\n]+$")
-_TERMINATE = lazy(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))")
+# libstdc++'s terminate handler, and libc++'s (clang, macOS): its message after the type
+# on the same line, or alone on the next
+_TERMINATE = lazy(r"terminate called after throwing an instance of '(?P<type>(?:[a-z]\w*::)*\w*?(?:Error|Exception|error|exception|bad_alloc)|[\w:]+?(?='))"
+                  r"|libc\+\+abi: terminating due to uncaught exception of type (?P<libcxx>\w+(?:::\w+)*)(?::[ \t]*(?P<said>.*))?")
 _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
 _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
@@ -53,6 +56,9 @@ class Found:
     mention: bool = False  # named inside a log line rather than printed as an exception line
     wraps: bool = False  # its record's message goes on, wrapped, on the next unprefixed lines
     next_info: int = 0  # the line of its stream's first INFO record after it (0: none)
+    # a logged line that introduces the traceback after it ("EngineCore hit an exception:
+    # Traceback ..."): the traceback's error is the one it reports
+    introduces: bool = False
 
 
 @dataclass(slots=True)
@@ -61,6 +67,8 @@ class _Stream:
     frames: list[Frame] | None = None  # not None while a traceback is open
     tb_line: LogLine | None = None
     tb_header: str | None = None
+    tb_intro: str | None = None  # the logged line alone just above the open traceback
+    last_found_end: int = 0  # the last physical line of the line last_found was found on
     pending_chain: str | None = None
     last_found: Found | None = None
     continuation_of: Found | None = None
@@ -68,6 +76,7 @@ class _Stream:
     continuation_layers: tuple[str, ...] = ()  # the capture layers of the line it continues
     last_number: int = 0
     cpp: Found | None = None
+    cpp_message_below: bool = False  # the C++ error's message is the next line
     native: Found | None = None  # a native error whose site lines (ggml's "in function f at x.cu:1") may follow
     pending_header: str | None = None  # "Exception ignored in: ..." printed before its traceback
     bare: Found | None = None  # `RuntimeError:` alone: an exception only if its text follows, indented
@@ -134,7 +143,10 @@ class Extractor:
         stream.last_number = line.number + line.pieces - 1
         body = line.body
         stripped = body.strip()
-        stream.before, stream.previous = (stream.previous if contiguous else ""), stripped
+        previous = stream.previous
+        stream.before, stream.previous = (previous if contiguous else ""), stripped
+        if stripped.startswith('"message"') and contiguous and self._error_object(line, stream, previous, stripped):
+            return
         if stream.bare is not None:
             bare, stream.bare = stream.bare, None
             unindented, stream.bare_unindented = stream.bare_unindented, False
@@ -157,11 +169,24 @@ class Extractor:
             stream.pending_header = None
             self._end_continuation(stream)
             if header:
+                before = len(self.found)
                 self._plain_line(line, stream, header, header.strip())
+                for found in self.found[before:]:
+                    found.introduces = found.event.kind == "log_error"
+            intro = None
+            if (not header and stream.last_found is not None and stream.last_found.event.kind == "log_error"
+                    and line.number - stream.last_found_end == 1
+                    and line.level is not None and stream.last_found.record == line.record
+                    and not scan.first_rule(P.SYMPTOMS, stream.last_found.event.message)):  # a wrapper's words say nothing
+                # the first line of the record that prints the traceback, alone on its
+                # line: `logger.exception(e)` prints str(e) there, other loggers what failed
+                stream.last_found.introduces = True
+                intro = stream.last_found.event.message
             self._evidence(line, "Traceback (most recent call last):")
             stream.frames = []
             stream.tb_line = line
             stream.tb_header = header
+            stream.tb_intro = intro
             if header and line.header and line.process is not None:
                 self.embedded = line.key
             return
@@ -220,7 +245,9 @@ class Extractor:
             # progress bar, another record) was printed in between.
             if not _PROGRESS.search(stripped):  # a redrawn progress bar, whoever drew it, is not
                 stream.untyped_lines += 1
-                if line.level in (None, _tb_level(stream)):
+                if line.level in (None, _tb_level(stream)) and _WORD_IN.search(stripped):
+                    # (a message says something in words: a record header cut mid-time,
+                    # `ERROR 12-16 02:10:2`, where an excerpt ends, says nothing)
                     stream.untyped_tail = stripped[:1000]
             return True
         if frames and (body.startswith((" ", "\t")) or not body[:1].isupper()):
@@ -234,10 +261,11 @@ class Extractor:
             if last.code is None:
                 frames[-1] = Frame(last.file, last.function, last.line, stripped[:300])
             return True
-        if exc:
+        if exc and (exc["msg"] is not None or _looks_like_exception(exc["exc"], in_traceback=True)):
             self._close(line, stream, exc["exc"], exc["msg"] or "")
             return True
-        # Something else interrupted the traceback (another record): keep what we have.
+        # Something else interrupted the traceback (another record, a line cut short
+        # where an excerpt ends): keep what we have.
         self._close_truncated(line.key, stream)
         return False
 
@@ -280,6 +308,8 @@ class Extractor:
             exception, message, inferred = raise_match["exc"], (raise_match["msg"] or "").strip(), True
         elif stream.tb_header:
             message = _stated_in_header(stream.tb_header)
+        elif stream.tb_intro:
+            message = stream.tb_intro  # what the logger said the error was, cut before its type
         event = ErrorEvent(exception=exception, message=message, process=_key_label(key), frames=list(frames),
                            line_number=tb_line.number if tb_line else None, truncated=True, kind="python",
                            reason="the traceback ends with its exception's message, the type cut off" if untyped else None)
@@ -287,6 +317,18 @@ class Extractor:
                       None, header=stream.tb_header, in_traceback=True, inferred=inferred)
         self._chain(stream, found)
         self._add(stream, found)
+
+    def _error_object(self, line: LogLine, stream: _Stream, previous: str, stripped: str) -> bool:
+        """An error serialized as an object, one field a line: `"name": "RuntimeError",` then
+        `"message": "..."` (a notebook's error output copied from VS Code, whose "stack"
+        field follows with the traceback, often cut)."""
+        name, said = _OBJECT_ERROR_NAME.match(previous), _OBJECT_ERROR_MESSAGE.match(stripped)
+        if name is None or said is None or not _looks_like_exception(name["exc"], in_traceback=False):
+            return False
+        event = ErrorEvent(exception=name["exc"], message=said["msg"].replace('\\"', '"'), process=_label(line),
+                           line_number=line.number, kind="python")
+        self._add(stream, Found(event, line.level, line.timestamp, line.record))
+        return True
 
     def _chain(self, stream: _Stream, found: Found) -> None:
         if stream.pending_chain and stream.last_found is not None:
@@ -327,6 +369,11 @@ class Extractor:
     def _cpp_line(self, stream: _Stream, stripped: str, contiguous: bool) -> bool:
         cpp = stream.cpp
         assert cpp is not None
+        if stream.cpp_message_below:  # libc++ printed the type, then the message alone
+            stream.cpp_message_below = False
+            if contiguous and stripped and not cpp.event.message:
+                cpp.event.message = stripped
+                return True
         what = _WHAT.match(stripped)
         if what:
             if not cpp.event.message:
@@ -336,7 +383,7 @@ class Extractor:
             if cpp.event.message:
                 stream.cpp = None
             return bool(stripped) and not stripped.startswith("terminate called")
-        if cpp.event.message and contiguous and "Traceback" not in stripped:
+        if cpp.event.message and contiguous and "Traceback" not in stripped and not _states_error(stripped):
             if not _is_boilerplate(stripped):
                 cpp.event.message += "\n" + stripped
             return True
@@ -369,8 +416,13 @@ class Extractor:
         terminate = _TERMINATE.search(stripped)
         if terminate:
             if stream.cpp is None or stream.cpp.event.message:
-                inline = _WHAT_INLINE.search(stripped, terminate.end())  # a paste flattened to one line
-                event = ErrorEvent(exception=terminate["type"], message=inline["msg"].strip() if inline else "",
+                if terminate["libcxx"]:
+                    message = (terminate["said"] or "").strip()
+                    stream.cpp_message_below = not message
+                else:
+                    inline = _WHAT_INLINE.search(stripped, terminate.end())  # a paste flattened to one line
+                    message = inline["msg"].strip() if inline else ""
+                event = ErrorEvent(exception=terminate["type"] or terminate["libcxx"], message=message,
                                    process=_label(line), line_number=line.number, kind="cpp")
                 stream.cpp = Found(event, line.level, line.timestamp, line.record)
                 self._add(stream, stream.cpp)
@@ -443,7 +495,7 @@ class Extractor:
         if line.level in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped):
             self._evidence(line, stripped)  # a launcher reacting to a failure it does not state
             return
-        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 or (
+        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 and _WORD_IN.search(stripped) or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
@@ -518,7 +570,7 @@ class Extractor:
         return self._mention(line, stream, stripped)
 
     def _add(self, stream: _Stream, found: Found) -> None:
-        stream.last_found = found
+        stream.last_found, stream.last_found_end = found, stream.last_number
         if found.key is None:
             found.key = stream.key
         self.found.append(found)
@@ -587,8 +639,9 @@ def _signal_name(groups: dict) -> str:
     return _SIGNALS.get(number, f"signal {number}")
 
 
-_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "bus error": "SIGBUS",
-                 "floating point exception": "SIGFPE", "hangup": "SIGHUP"}
+_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT",
+                 "bus error": "SIGBUS", "floating point exception": "SIGFPE", "hangup": "SIGHUP",
+                 "illegal hardware instruction": "SIGILL"}
 
 
 def _demangle(name: str) -> str:
@@ -660,14 +713,20 @@ class _Demangler:
         return name
 
 
+_WORD_IN = re.compile(r"[A-Za-z]{2}")
+_OBJECT_ERROR_NAME = re.compile(r'^"name":\s*"(?P<exc>[A-Za-z_][\w.]*)",?$')
+_OBJECT_ERROR_MESSAGE = re.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
+
+
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     last = name.rsplit(".", 1)[-1]
     if P.EXCEPTION_NAME_OUTSIDE.search(last):
         return not last.endswith("Warning")
     if not in_traceback:
         return False
-    # inside a traceback any CamelCase class name can close it (KeyboardInterrupt, Unsupported)
-    return bool(re.fullmatch(r"[A-Z]\w*(?:\([\w.]+\))?", last)) and last not in {"INFO", "WARNING", "DEBUG"}
+    # inside a traceback any CamelCase class name can close it (KeyboardInterrupt, Unsupported);
+    # capitals alone are a level word or a line cut short where an excerpt ends ("ER")
+    return bool(re.fullmatch(r"[A-Z]\w*[a-z]\w*(?:\([\w.]+\))?", last))
 
 
 def _embedded_lines(body: str) -> list[str]:

@@ -90,3 +90,15 @@ def test_a_label_that_copied_the_loggers_header_matches_the_message():
     assert message_matches("CUDA kernel mul_mat_q4_0 has no device code compatible with CUDA arch 520",
                            "ggml-cuda.cu:3211: ERROR: CUDA kernel mul_mat_q4_0 has no device code compatible with CUDA arch 520")
     assert not message_matches(got, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3")
+
+
+def test_a_cut_traceback_whose_message_its_logger_kept_matches_a_descriptive_label():
+    from types import SimpleNamespace
+
+    from kb.core.evaluate import _root_matches
+
+    said = "[Rank:0] FATAL ERROR :: MODULE:PT_LAZY Error, ValidateSyncInputTensors tensor_data is empty."
+    cut = SimpleNamespace(exception="", message=said, kind="python", truncated=True)
+    label = {"exception": "Habana lazy-mode fatal error", "message": said}
+    assert _root_matches(cut, label) == (True, True)
+    assert _root_matches(SimpleNamespace(**{**vars(cut), "truncated": False}), label)[0] is False
