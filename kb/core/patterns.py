@@ -758,7 +758,8 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     # frame: model code reads a config's attributes while it loads weights.
     (_r(r"\bconfiguration_auto\.py$"), "config"),
     (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b|capture_(?:begin|end)\b"), "cuda_graph_capture"),
-    (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"), "kv_cache_profiling"),
+    (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"
+        r"|initialize_kv_cache|allocate_kv_cache|initialize_from_config"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
     (_r(r"execute_model|event_loop|step_async|_sample\b|forward_extend|forward_decode|\bgenerate\b|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop|add_request|process_inputs|_validate_model_input|create_chat_completion|create_completion|serving_chat|_process_request|handle_generate_request"), "serving"),
     (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
@@ -778,7 +779,7 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
         r"|does not recognize this architecture"), "config"),
-    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|out of bounds|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 

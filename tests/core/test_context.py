@@ -102,3 +102,24 @@ def test_a_runner_module_for_every_architecture_names_none():
     assert analyze(_tgi_shard_traceback("custom_modeling/flash_llama_modeling.py", "flash_causal_lm.py")).context.model_arch == "llama"
     assert analyze(_tgi_shard_traceback("flash_causal_lm.py", "seq2seq_lm.py")).context.model_arch is None
     assert analyze(_tgi_shard_traceback("custom_modeling/flash_rw_modeling.py")).context.model_arch == "falcon"
+
+
+def test_allocating_the_kv_cache_is_the_kv_cache_phase():
+    assert analyze(_v0_engine_traceback(("vllm/v1/worker/gpu_worker.py", "initialize_from_config"),
+                                        ("vllm/v1/worker/gpu_model_runner.py", "_allocate_kv_cache_tensors"))
+                   ).phase == "kv_cache_profiling"
+
+
+def test_an_index_out_of_bounds_assert_names_no_phase_but_the_frames_do():
+    """A device-side assert's text says which index, not when: the engine step's frames
+    in the log say it was serving."""
+    log = ("/tmp/inductor/cx.py:37: unknown: block: [12,0,0], thread: [5,0,0] Assertion `index out of bounds: "
+           "0 <= tmp4 < 2048` failed.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 652, in run_busy_loop\n'
+           "    self._process_engine_step()\n"
+           '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 677, in _process_engine_step\n'
+           "    outputs, model_executed = self.step_fn()\n")
+    result = analyze(log.encode())
+    assert result.root_cause.exception == "CUDA device-side assert"
+    assert result.phase == "serving"
