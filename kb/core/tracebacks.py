@@ -182,6 +182,12 @@ class Extractor:
                 # line: `logger.exception(e)` prints str(e) there, other loggers what failed
                 stream.last_found.introduces = True
                 intro = stream.last_found.event.message
+            elif (not header and stream.before and _FAILURE_WORDS.search(stream.before)
+                  and (stream.last_found is None or line.number - stream.last_found_end > 1)):
+                # the same process's line just above, not an error of its own (c10d's
+                # warning that its store timed out, before the Python error that carries
+                # it): what the cut one said
+                intro = stream.before[:1000]
             self._evidence(line, "Traceback (most recent call last):")
             stream.frames = []
             stream.tb_line = line
@@ -245,7 +251,7 @@ class Extractor:
             # progress bar, another record) was printed in between.
             if not _PROGRESS.search(stripped):  # a redrawn progress bar, whoever drew it, is not
                 stream.untyped_lines += 1
-                if line.level in (None, _tb_level(stream)) and _WORD_IN.search(stripped):
+                if line.level in (None, _tb_level(stream)) and _says_something(stripped):
                     # (a message says something in words: a record header cut mid-time,
                     # `ERROR 12-16 02:10:2`, where an excerpt ends, says nothing)
                     stream.untyped_tail = stripped[:1000]
@@ -495,7 +501,7 @@ class Extractor:
         if line.level in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped):
             self._evidence(line, stripped)  # a launcher reacting to a failure it does not state
             return
-        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 and _WORD_IN.search(stripped) or (
+        if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 and _says_something(stripped) or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
@@ -714,8 +720,18 @@ class _Demangler:
 
 
 _WORD_IN = re.compile(r"[A-Za-z]{2}")
+_FAILURE_WORDS = lazy(r"\b(?:timed out|[Ff]ailed|[Ee]rror|refused|denied|[Uu]nable to|[Cc]annot|[Cc]ould not|exceeded|out of memory)\b")
 _OBJECT_ERROR_NAME = re.compile(r'^"name":\s*"(?P<exc>[A-Za-z_][\w.]*)",?$')
 _OBJECT_ERROR_MESSAGE = re.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
+
+
+def _says_something(text: str) -> bool:
+    """A line states something in words, besides its tags: not a record header cut inside
+    its time (`ERROR 12-16 02:10:2`) or after its locator (`[Rank 1]`) where an excerpt ends."""
+    return bool(_WORD_IN.search(_TAGS.sub("", text)))
+
+
+_TAGS = re.compile(r"\[[^\[\]]*\]")
 
 
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
