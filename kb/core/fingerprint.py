@@ -90,6 +90,11 @@ _NATIVE_LOCATION = re.compile(r"(?<![\w.])(?P<path>(?:[A-Za-z]:)?[\w./\\-]*?(?P<
 _FAILED_CALL = re.compile(r"\b(?:error|failed) in (?:::)?(?P<call>[A-Za-z_]\w*)\(")
 
 
+# C code names the function that reports a failure first ("%s: ", __func__), as ggml and
+# llama.cpp do: "ggml_backend_cuda_buffer_type_alloc_buffer: allocating ... failed"
+_REPORTING_FUNCTION = re.compile(r"(?P<func>[a-z][a-z0-9]*(?:_[a-z0-9]+){2,}): ")
+
+
 def _named_site(message: str, hints: list[Hint]) -> list[str]:
     """A crash without frames whose text names the native source line it failed at (a
     CUDA check, a C++ assertion, a Python exception carrying one): that location, with
@@ -99,7 +104,12 @@ def _named_site(message: str, hints: list[Hint]) -> list[str]:
     for location in _NATIVE_LOCATION.finditer(message[:2000]):
         pass
     if location is None:
-        return []
+        reporter = _REPORTING_FUNCTION.match(message)
+        if reporter is None:
+            return []
+        key = f"<native>:{reporter['func']}"
+        hints.append(Hint("frame", key, True, "the C function that reports the error (`%s: ` of __func__): its crash site"))
+        return [key]
     call = _FAILED_CALL.search(message[:2000])
     key = f"{location['file']}:{call['call'] if call else '?'}"
     hints.append(Hint("frame", key, True, "the native source location the message names: its crash site"))

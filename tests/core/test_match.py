@@ -457,3 +457,22 @@ def test_one_tensorrt_error_record_is_one_crash_whichever_logger_printed_it():
     analyses = [analyze((line + "\n").encode()) for line in printed]
     assert {(a.root_cause.exception, a.root_cause.message) for a in analyses} == {("TensorRT error", record)}
     assert len({a.fingerprint.hash for a in analyses}) == 1
+
+
+def _reported_oom(line: str) -> CrashFeatures:
+    return CrashFeatures.from_analysis(analyze(f"{line}\n".encode()))
+
+
+def test_the_c_function_that_reports_an_out_of_memory_is_its_site():
+    """ggml reports a failure with its function first (`%s: ` of __func__): two OOMs reported
+    by the buffer allocator are one crash though no log says the phase; the graph
+    allocator's OOM is another."""
+    first = _reported_oom("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 81656.95 MiB on device 0: "
+                          "cudaMalloc failed: out of memory")
+    again = _reported_oom("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9216.00 MiB on device 1: "
+                          "cudaMalloc failed: out of memory")
+    other = _reported_oom("ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 1434.06 MiB: "
+                          "cudaMalloc failed: out of memory")
+    assert first.frames == again.frames == ["<native>:ggml_backend_cuda_buffer_type_alloc_buffer"]
+    assert score(first, again, WEIGHTS).status == "known"
+    assert score(first, other, WEIGHTS).status != "known"
