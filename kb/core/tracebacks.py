@@ -288,7 +288,7 @@ class Extractor:
         self._chain(stream, found)
         stream.frames = None
         stream.tb_line = None
-        stream.tb_header = None
+        stream.tb_header = stream.tb_intro = None
         self._add(stream, found)
         stream.continuation_of = found
         stream.continuation_lines = 0
@@ -447,7 +447,7 @@ class Extractor:
             # the excerpt starts inside a traceback: read it as one whose header is missing
             stream.frames = [Frame(frame["file"], (frame["func"] or "?").strip(), int(frame["line"]))]
             stream.tb_line = line
-            stream.tb_header = None
+            stream.tb_header = stream.tb_intro = None
             return
         if _is_boilerplate(stripped):
             self._evidence(line, stripped)
