@@ -50,8 +50,10 @@ _GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
 _GLUE_HINT = re.compile(r"<[^\]]*\]\S")
 _LEVEL_WORD = lazy(r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|NOTICE)\b")
 _RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
-# journalctl prints the month in the locale's words: "Feb", and "2月" (Chinese, Japanese), "2월"
-_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec|1?\d[月월])"
+# journalctl prints the month in the locale's words: "Feb", "mar" (Spanish, Italian), "févr.",
+# "Mär", and "2月" (Chinese, Japanese), "2월"; the day, time, host and program[pid] that follow
+# say it is a journal line
+_MONTH = r"(?:[^\W\d_]{3,5}\.?|1?\d[月월])"
 _HOST = r"[A-Za-z0-9][\w.-]{0,62}"
 _PROGRAM = r"[\w./@-]{1,64}(?:\[\d+\])?"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -75,7 +77,7 @@ ATOMS: tuple[Prefix, ...] = (
          "RFC 5424 syslog: PRI, version, time, host, app, procid, msgid, structured data", starts="<"),
     Prefix("syslog-3164", lazy(rf"^(?:<\d{{1,3}}>)?(?P<ts>{_MONTH} [ \d]\d \d\d:\d\d:\d\d) (?P<host>{_HOST}) {_PROGRAM}: "),
          "May 01 12:00:00 gpu-node-3 vllm[12345]: ERROR boom",
-         "journalctl's short output and RFC 3164 syslog: time, host, program[pid]", starts="<ADFJMNOS0123456789"),
+         "journalctl's short output and RFC 3164 syslog: time, host, program[pid]"),
     Prefix("rfc3339", lazy(rf"^(?P<ts>{_RFC3339})\s"),
          "2024-05-01T12:00:00.123456789Z Traceback (most recent call last):",
          "kubectl logs --timestamps and log shippers put an RFC 3339 time first", starts="0123456789"),

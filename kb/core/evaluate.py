@@ -157,7 +157,10 @@ def _root_matches(root, expected: dict[str, Any]) -> tuple[bool, bool]:
     what the analyzer reports (kb.core.tracebacks._unwrap_validation_error)."""
     want = expected.get("exception") or ""
     if _descriptive(want):  # "NCCL timeout", "linker error": free text, words not spelling
-        message_ok = message_matches(root.message, expected.get("message") or "")
+        said = expected.get("message") or ""
+        # the error's own line may repeat its kind ("CUDA error: out of memory"), the label not
+        message_ok = message_matches(root.message, said) or (
+            root.message.startswith(f"{root.exception}: ") and message_matches(root.message[len(root.exception) + 2:], said))
         # a non-Python error is identified by its message (shared/corpus/README.md): two
         # descriptive kinds for one line ("CUDA out of memory", "CUDA error") both hold
         return (_kinds_agree(root.exception, want, root.kind) or (root.kind != "python" and message_ok)

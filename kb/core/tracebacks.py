@@ -30,7 +30,7 @@ _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\)
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _TABLE_BORDER = lazy(r"^\+-[-+]*$")
 # Words a sentence states a failure with (and the pre-filter lets through).
-_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for)|[Ff]ailed to|out of memory)\b")
+_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory)\b")
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table

@@ -102,3 +102,13 @@ def test_a_cut_traceback_whose_message_its_logger_kept_matches_a_descriptive_lab
     label = {"exception": "Habana lazy-mode fatal error", "message": said}
     assert _root_matches(cut, label) == (True, True)
     assert _root_matches(SimpleNamespace(**{**vars(cut), "truncated": False}), label)[0] is False
+
+
+def test_an_error_line_that_repeats_its_kind_matches_a_label_without_it():
+    from types import SimpleNamespace
+
+    from kb.core.evaluate import _root_matches
+
+    root = SimpleNamespace(exception="CUDA error", message="CUDA error: out of memory", kind="cuda", truncated=False)
+    assert _root_matches(root, {"exception": "CUDA error", "message": "out of memory"}) == (True, True)
+    assert _root_matches(root, {"exception": "CUDA error", "message": "an illegal memory access was encountered"})[1] is False
