@@ -80,6 +80,14 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
+    if _is_crash(best.first.event):
+        # ... and a crash after a native library reported its own failure (llama.cpp's "error
+        # loading model", then ctypes' access violation on the null model) is that failure's fallout
+        reported = [g for g in groups if g.first.event.kind in ("native", "cpp") and g.tier == "root-rule"
+                    and g.first.key == best.first.key
+                    and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
+        if reported:
+            best = reported[0]
     killed = [g for g in groups if _shell_killed(g.first.event) and g.first.event.process == best.first.event.process
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if killed:
@@ -114,6 +122,14 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
 
 
 _BASH_KILLED = next(rule for rule in P.ERROR_LINES if rule.name == "bash-killed")
+# Windows reports a native crash to Python's ctypes as this OSError (SIGSEGV elsewhere)
+_ACCESS_VIOLATION = re.compile(r"^exception: access violation\b")
+
+
+def _is_crash(event: ErrorEvent) -> bool:
+    """A native crash signal, or the access violation ctypes raises for one on Windows."""
+    return event.kind == "signal" and event.role != "confirmation" or (
+        event.exception.rpartition(".")[2] == "OSError" and bool(_ACCESS_VIOLATION.match(event.message)))
 
 
 def _shell_killed(event: ErrorEvent) -> bool:

@@ -258,3 +258,13 @@ def test_an_error_the_process_went_on_from_is_recovered_but_not_one_the_shutdown
     went_on = ["INFO 05-01 12:00:05 [worker.py:12] retrying with the fallback communicator"]
     assert analyze(_two_errors_then([], shutdown).encode()).root_cause.exception == "OSError"
     assert analyze(_two_errors_then(went_on, shutdown).encode()).root_cause.exception == "ValueError"
+
+
+def test_an_access_violation_alone_is_the_crash():
+    """Without a native report before it, ctypes' access violation is the cause itself."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "C:\\\\app\\\\serve.py", line 12, in <module>\n'
+           "    handle.generate(tokens)\n"
+           "OSError: exception: access violation reading 0x0000000000000010\n")
+    root = analyze(log.encode()).root_cause
+    assert root.exception == "OSError" and root.message.startswith("exception: access violation")
