@@ -99,20 +99,19 @@ def _named_site(message: str, hints: list[Hint]) -> list[str]:
     """A crash without frames whose text names the native source line it failed at (a
     CUDA check, a C++ assertion, a Python exception carrying one): that location, with
     the API it says failed there, is its crash site, as frames are a Python error's. The
-    file's name only: its path moves between builds and source layouts."""
+    file's name only: its path moves between builds and source layouts. Else the C
+    function that opens the text to report it, when one does."""
     location = None
     for location in _NATIVE_LOCATION.finditer(message[:2000]):
         pass
-    if location is None:
-        reporter = _REPORTING_FUNCTION.match(message)
-        if reporter is None:
-            return []
-        key = f"<native>:{reporter['func']}"
-        hints.append(Hint("frame", key, True, "the C function that reports the error (`%s: ` of __func__): its crash site"))
-        return [key]
-    call = _FAILED_CALL.search(message[:2000])
-    key = f"{location['file']}:{call['call'] if call else '?'}"
-    hints.append(Hint("frame", key, True, "the native source location the message names: its crash site"))
+    if location is not None:
+        call = _FAILED_CALL.search(message[:2000])
+        key, why = f"{location['file']}:{call['call'] if call else '?'}", "the native source location the message names"
+    elif reporter := _REPORTING_FUNCTION.match(message):
+        key, why = f"<native>:{reporter['func']}", "the C function that reports the error (`%s: ` of __func__)"
+    else:
+        return []
+    hints.append(Hint("frame", key, True, f"{why}: its crash site"))
     return [key]
 
 

@@ -173,26 +173,11 @@ class Extractor:
                 self._plain_line(line, stream, header, header.strip())
                 for found in self.found[before:]:
                     found.introduces = found.event.kind == "log_error"
-            intro = None
-            if (not header and stream.last_found is not None and stream.last_found.event.kind == "log_error"
-                    and line.number - stream.last_found_end == 1
-                    and line.level is not None and stream.last_found.record == line.record
-                    and not scan.first_rule(P.SYMPTOMS, stream.last_found.event.message)):  # a wrapper's words say nothing
-                # the first line of the record that prints the traceback, alone on its
-                # line: `logger.exception(e)` prints str(e) there, other loggers what failed
-                stream.last_found.introduces = True
-                intro = stream.last_found.event.message
-            elif (not header and stream.before and _FAILURE_WORDS.search(stream.before)
-                  and (stream.last_found is None or line.number - stream.last_found_end > 1)):
-                # the same process's line just above, not an error of its own (c10d's
-                # warning that its store timed out, before the Python error that carries
-                # it): what the cut one said
-                intro = stream.before[:1000]
             self._evidence(line, "Traceback (most recent call last):")
+            stream.tb_intro = None if header else _intro(line, stream)
             stream.frames = []
             stream.tb_line = line
             stream.tb_header = header
-            stream.tb_intro = intro
             if header and line.header and line.process is not None:
                 self.embedded = line.key
             return
@@ -855,6 +840,25 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
 
 
 _PROGRESS = lazy(r"\d+%\||[\d.]+\s*(?:it/s|s/it)\]")  # tqdm's bar or rate
+
+
+def _intro(line: LogLine, stream: _Stream) -> str | None:
+    """What the line just above a traceback header (`line`) says its error is, for a
+    traceback cut before its exception line; None when it says nothing of it."""
+    last = stream.last_found
+    if (last is not None and last.event.kind == "log_error" and line.number - stream.last_found_end == 1
+            and line.level is not None and last.record == line.record
+            and not scan.first_rule(P.SYMPTOMS, last.event.message)):  # a wrapper's words say nothing
+        # the first line of the record that prints the traceback, alone on its line:
+        # `logger.exception(e)` prints str(e) there, other loggers what failed
+        last.introduces = True
+        return last.event.message
+    if stream.before and _FAILURE_WORDS.search(stream.before) and (
+            last is None or line.number - stream.last_found_end > 1):
+        # the same process's line just above, not an error of its own (c10d's warning
+        # that its store timed out, before the Python error that carries it)
+        return stream.before[:1000]
+    return None
 
 
 def _tb_level(stream: _Stream) -> str | None:
