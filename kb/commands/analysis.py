@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,14 +35,49 @@ def _cache_dir() -> Path | None:
         return None
 
 
+def _chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
+    """The stream's chunks (a buffer and how much of it was read), the next one read on
+    another thread while the caller analyses this one: reading releases the GIL, so a
+    large file costs the analysis almost no reading time. Two buffers take turns (the
+    analyzer keeps no reference to a chunk), so a chunk is valid until the next is asked
+    for. An error of the read is raised here, where the read would have raised it."""
+    free: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+    filled: queue.SimpleQueue[tuple[bytearray, int] | BaseException] = queue.SimpleQueue()
+    for _ in range(2):
+        free.put(bytearray(CHUNK))
+
+    def read() -> None:
+        while (buffer := free.get()) is not None:
+            try:
+                size = stream.readinto(buffer)
+            except BaseException as exc:  # handed to the caller's thread
+                filled.put(exc)
+                return
+            filled.put((buffer, size))
+            if not size:
+                return
+
+    threading.Thread(target=read, name="kb-read", daemon=True).start()
+    try:
+        while True:
+            item = filled.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not item[1]:
+                return
+            yield item
+            free.put(item[0])
+    finally:
+        free.put(None)  # the reader stops at its next turn
+
+
 def analyze_stream(stream: BinaryIO) -> Analysis:
     """The analysis of a log read in chunks. An empty or binary log raises
     textlog.LogRejected with the message the service gives for the same upload."""
     scan.use_cache(_cache_dir())
     analyzer = Analyzer()
-    buffer = bytearray(CHUNK)  # one buffer, refilled: the analyzer keeps no reference to it
     blank = True
-    while size := stream.readinto(buffer):
+    for buffer, size in _chunks(stream):
         chunk = buffer if size == CHUNK else buffer[:size]
         if blank:
             if textlog.is_blank(chunk):
