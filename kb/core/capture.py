@@ -42,6 +42,11 @@ _REPEATED_MIN = 3  # and at least this many: one line's `name: ` is no evidence 
 _MIN_WRAP_WIDTH, _MAX_WRAP_WIDTH = 60, 400
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+# The same colour codes with ESC written out as text: rsyslog's `#033[`, `cat -v`'s `^[[`, a
+# program's escaped string (`\033[`, `\x1b[`, `\e[`, `\u001b[`). They take columns (a
+# terminal showed them), so they are read off the text, not off its width.
+_ESCAPED_ANSI = re.compile(r"(?:#033|\^\[|\\033|\\x1[bB]|\\e|\\u001[bB])\[[0-9;]*[A-Za-z]")
+_ESCAPED_ESC = ("#033[", "^[[", "\\033[", "\\x1b[", "\\x1B[", "\\e[", "\\u001b[", "\\u001B[")
 # A progress bar the next output was glued to (no newline after tqdm's last refresh):
 # " 50%|█████     | 4/8 [02:10<02:22, 35.73s/it]Killed"
 _GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
@@ -391,6 +396,8 @@ def clean_parts(raw: str) -> tuple[str, str]:
     writer glued to it or a carriage return overwrote). The bar is not the line's
     message, but it says how far the launch had got when the line was printed."""
     raw, dropped = _shown(raw)
+    if "[" in raw and any(escaped in raw for escaped in _ESCAPED_ESC):
+        raw = _ESCAPED_ANSI.sub("", raw)
     if raw[:1] == "`" and "`" not in raw.lstrip("`").rstrip().rstrip("`"):
         # a line pasted as markdown code: `RuntimeError: ...` (not one that only opens with
         # an inline code span: "`fa2F@v2.5.7-pt` is not supported because:")

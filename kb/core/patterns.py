@@ -83,9 +83,11 @@ PREFIXES: tuple[Prefix, ...] = (
            "[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: x",
            "c10 messages printed by PyTorch's C++ side (older torch: '[E socket.cpp:500]', no time)",
            header=True, starts='['),
-    Prefix("glog", _r(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./\\:-]+:\d+)\]\s?(?:\[\d+/\d+(?:_\d+)?\] )?"),
+    Prefix("glog", _r(r"^(?P<level>[IWEF])(?:(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./\\:-]+:\d+)\]\s?"
+                      r"| (?P<src2>[\w./\\-]+\.\w+:\d+)(?:\] ?| {2,}))(?:\[\d+/\d+(?:_\d+)?\] )?"),
            "E0724 19:33:34.565000 128818126430656 torch/distributed/elastic/multiprocessing/api.py:702] failed",
-           "torch.distributed.elastic logs in glog format (torch.compile's adds its compile id: '[0/0] ')",
+           "glog's header (torch.distributed.elastic; torch.compile's adds its compile id: '[0/0] '); "
+           "C++ libraries' short form is the severity's letter and file:line alone ('E ucx_utils.cpp:585] ', NIXL)",
            header=True, starts='IWEF'),
     Prefix("neuron", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+):\s+\d+\s+(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\|\|(?P<src>[\w-]+)\|\|:\s*"),
            "2024-12-14 00:55:07.000624:  327  ERROR ||NEURON_CC_WRAPPER||: Compilation failed for /tmp/model.hlo_module.pb after 0 retries.",
@@ -190,15 +192,15 @@ CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
 # "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg"
-EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|nccl[A-Z]\w*Error)(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$")
+EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|[a-z]+[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$")
 # Outside a traceback a bare "Name: text" is only an exception when it is named like one.
 EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$")
 # An exception named anywhere in a line: "Name: message" or the repr form "Name('message')".
 # The name ends like an exception class (a module path or a C++ namespace before it), or
 # is a class of an `errors` / `exceptions` module (triton.runtime.errors.OutOfResources);
-# ncclXxxError names are lower-case first.
+# C libraries' bindings name them lower camel case first (ncclXxxError, nixlBackendError).
 EXCEPTION_MENTION = _r(
-    r"(?<![\w.])(?<!::)(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|nccl[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
+    r"(?<![\w.])(?<!::)(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|[a-z]+[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
     r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
@@ -207,6 +209,11 @@ TRAILING_SOURCE = _r(r"(?<!\s)\s{3,}[\w.-]+\.py:\d+\s*$")
 COLUMN_SOURCE = _r(r"\s+(?P<src>[\w.-]+\.py:\d+)\s*$")
 # A message that is the repr of an exception raised by `raise X(...` on a truncated log.
 RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<msg>[^\"']*))?")
+
+# How a shell reports a job that a signal ended: bash/dash in a script ("run.sh: line 3:  4242
+# Killed   python x.py"), an interactive job ("[1]+  Killed   python x.py") or the words alone.
+# The message is the words (and "core dumped") and the command, without the job's locator.
+_SHELL_JOB = r"^(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +)?(?P<msg>(?P<signame>{words})(?:\s+\(core dumped\))?(?:\s+\S.*)?)$"
 
 # --------------------------------------------------------------------------------------
 # Error lines that are not Python exception lines. role decides what they mean.
@@ -285,6 +292,19 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a multi-node launcher (pdsh for DeepSpeed, mpirun, torchrun over ssh) could not log in to a node "
          "(pdsh's 'node: ' before ssh's 'user@node: ' is left out): its exit code 255 below is the consequence",
          exception="ssh error", role="root", kind="native", anchors=("Permission denied (",)),
+    Rule("shell-job-crash",
+         _r(_SHELL_JOB.format(words="Illegal instruction|Segmentation fault|Bus error|Floating point exception")),
+         "start.sh: line 18:  1669 Illegal instruction     (core dumped) python -m vllm.entrypoints.openai.api_server --port 8001",
+         "a shell (bash, dash) reports a job a native crash ended: the signal's words (and 'core dumped') "
+         "are the error, then the command it ran; the script, line and pid before them only say where",
+         exception="signal", role="root", kind="signal",
+         anchors=("Illegal instruction", "Segmentation fault", "Bus error", "Floating point exception")),
+    Rule("shell-job-signal",
+         _r(_SHELL_JOB.format(words="Killed|Aborted")),
+         "run.sh: line 3:  4242 Killed                  python3 -m vllm.entrypoints.openai.api_server",
+         "a shell reports a job ended by SIGKILL (the host OOM killer, a scheduler) or by abort() "
+         "(after a C++ exception, an assertion): the reason is printed before it, if anywhere",
+         exception="signal", role="confirmation", kind="signal", anchors=("Killed", "Aborted")),
     Rule("illegal-instruction",
          _r(r"^(?P<msg>.*?(?:signal: illegal instruction|Illegal instruction|SIGILL: illegal instruction).*)$"),
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",
@@ -384,7 +404,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="compiler error", role="root", kind="native",
          anchors=("nvcc fatal", "nvcc error", ": error: ", ": fatal error: ")),
     Rule("native-abort-at-source",
-         _r(r"^(?:\[[^\]]*\] )?[\w.+-]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp):\d+: (?P<msg>(?!warning|note|info)[^\n]*?\b(?:[Ff]ail(?:ed|ure|s)?|[Ee]rror|does not support|not supported|[Cc]annot|[Uu]nable|[Ii]nvalid|[Aa]bort(?:ed)?|out of memory|exceeds?|mismatch)\b.*)$"),
+         _r(r"^(?:\[[^\]]*\] )?(?:[\w.+-]*[/\\])*[\w.+-]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp):\d+: (?P<msg>(?!warning|note|info)[^\n]*?\b(?:[Ff]ail(?:ed|ure|s)?|[Ee]rror|does not support|not supported|[Cc]annot|[Uu]nable|[Ii]nvalid|[Aa]bort(?:ed)?|out of memory|exceeds?|mismatch)\b.*)$"),
          "llama.cpp:11942: The current context does not support K-shift",
          "native code reporting a failure at its source line with no level or type: ggml's "
          "GGML_ABORT, Ray's RAY_LOG(FATAL) behind its header, CUDA checks; the abort or "
@@ -446,11 +466,6 @@ ERROR_LINES: tuple[Rule, ...] = (
          "traceback : Signal 9 (SIGKILL) received by PID 14750",
          "torch.distributed.elastic's report of a rank killed by a signal (the killer's reason is the cause)",
          exception="signal", role="confirmation", kind="signal", anchors=("received by PID",)),
-    Rule("shell-aborted",
-         _r(r"^(?P<msg>(?:.*: line \d+: +\d+ )?Aborted(?: \(core dumped\))?(?:\s+.*)?)$"),
-         "Aborted (core dumped)",
-         "the shell reports a child that called abort() (after a C++ exception, an assertion)",
-         exception="SIGABRT", role="confirmation", kind="signal", anchors=("Aborted",)),
     Rule("gpu-math-library-error",
          _r(r"^(?P<exc>(?:(?:roc|hip)[A-Za-z]+|MIOpen(?:\(HIP\))?) [Ee]rror):?\s(?P<msg>.+)$"),
          "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: Illegal seek for GPU arch : gfx1150",
@@ -483,11 +498,6 @@ ERROR_LINES: tuple[Rule, ...] = (
          "/usr/bin/ld: cannot find -lcurand: No such file or directory",
          "an extension built at run time (DeepSpeed ops, torch cpp_extension) failed to link",
          exception="linker error", role="root", kind="cpp", anchors=("ld: cannot find", "undefined reference to")),
-    Rule("bash-killed",
-         _r(r"^(?P<msg>(?:.*: line \d+: +\d+ )?Killed(?:\s+.*)?)$"),
-         "run.sh: line 3:  4242 Killed                  python3 -m vllm.entrypoints.openai.api_server",
-         "the shell reports a child killed by SIGKILL (host OOM killer)",
-         exception="SIGKILL", role="confirmation", kind="signal", anchors=("Killed",)),
 )
 
 # Error messages some engines log without an exception type, mapped to the type the
@@ -519,6 +529,30 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
          "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
          "vLLM raises ValueError with this text when profiling leaves no room for the KV cache",
          exception="ValueError", role="root", kind="python", anchors=("No available memory for the cache",)),
+    # CPython's own wording of its built-in exceptions: a line that is nothing but such a
+    # message (a paste of the message alone, above or without its traceback) names its type.
+    Rule("python-attribute-error",
+         _r(r"^(?P<msg>(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute '\w+'(?:\. Did you mean: '\w+'\?)?)$"),
+         "'LLMEngine' object has no attribute 'model_executor'",
+         "CPython raises AttributeError with this text (an API that moved or was removed between versions)",
+         exception="AttributeError", role="root", kind="python", anchors=("has no attribute '",)),
+    Rule("python-module-not-found",
+         _r(r"^(?P<msg>No module named '[\w.]+')$"),
+         "No module named 'vllm._C'",
+         "CPython's import system raises ModuleNotFoundError with this text",
+         exception="ModuleNotFoundError", role="root", kind="python", anchors=("No module named '",)),
+    Rule("python-import-name",
+         _r(r"^(?P<msg>cannot import name '\w+' from '[\w.]+'(?: \(.*\))?)$"),
+         "cannot import name 'Cache' from 'transformers' (/usr/lib/python3/dist-packages/transformers/__init__.py)",
+         "CPython raises ImportError with this text when a module lacks the name (a version mismatch)",
+         exception="ImportError", role="root", kind="python", anchors=("cannot import name '",)),
+    Rule("python-call-type-error",
+         _r(r"^(?P<msg>[\w.]+\(\) (?:got an unexpected keyword argument '\w+'|takes \d+ positional arguments? but \d+ (?:were|was) given"
+            r"|missing \d+ required (?:positional|keyword-only) arguments?: .+)|'\w+' object is not (?:subscriptable|callable|iterable))$"),
+         "__init__() got an unexpected keyword argument 'disable_log_requests'",
+         "CPython raises TypeError with this text when a call does not fit the signature (an API that changed)",
+         exception="TypeError", role="root", kind="python",
+         anchors=("unexpected keyword argument", "positional argument", "required positional", "required keyword", "object is not ")),
 )
 
 # --------------------------------------------------------------------------------------
@@ -534,6 +568,12 @@ SYMPTOMS: tuple[Rule, ...] = (
          "EngineCore failed to start.",
          "a process reports that it (or its child) did not start, without saying why",
          anchors=('failed to start',)),
+    Rule("worker-returned-error",
+         _r(r"^(?:[\w.]+: )?(?:[\w.-]+ ){0,2}(?:worker|process|child|subprocess|rank|actor|executor|proxy)s? (?:\d+ )?(?:returned|reported|raised|hit|encountered|got) (?:an? )?(?:error|exception|failure)\.?$", re.I),
+         "RuntimeError: Executor worker returned error",
+         "says only that another process (a worker, a child) failed: its own error, logged before, is the cause",
+         anchors=("returned error", "returned an error", "reported error", "reported an error", "raised an exception",
+                  "hit an exception", "hit an error", "encountered an error", "encountered an exception", "got an error")),
     Rule("see-the-error-log", _r(r"(?:please |Please )?(?:check|see) the (?:error )?log\b"),
          "AssertionError: Engine building failed, please check the error log.",
          "points at errors logged before it", anchors=('the error log', 'check the log', 'see the log')),

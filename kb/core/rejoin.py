@@ -23,6 +23,11 @@ from kb.core.patterns import FRAME, starts_record
 from kb.core.split import parse_line
 
 
+# A line does not end with an opening bracket: a piece that does was cut inside a record
+# (`... [` | `2025-12-03 10:21:09,118 E ...]`), whatever the next piece looks like.
+_OPENERS = ("[", "(", "{")
+
+
 @dataclass(slots=True)
 class Joined:
     first: int  # number of the first piece
@@ -56,8 +61,9 @@ class Rejoiner:
 
     def _outer(self, number: int, text: str, width: int) -> list[Joined]:
         out = []
-        if self._text and (starts_record(peel(text, self.profile).text, specific=cuts_a_word(self._text, text))
-                           or same_head(self._text, text) or self._code_after_frame(self._text, text)):
+        if self._text and not self._text.endswith(_OPENERS) and (
+                starts_record(peel(text, self.profile).text, specific=cuts_a_word(self._text, text))
+                or same_head(self._text, text) or self._code_after_frame(self._text, text)):
             out.append(Joined(self._first, number - 1, self._text))  # the cut line ended with its record
             self._text = ""
         piece = text.rstrip("\r")

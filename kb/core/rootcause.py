@@ -10,7 +10,8 @@
    happens first is what made the others happen. An error its process went on from
    (INFO lines after it, a later error ending the run) is demoted as recovered.
 4. A native crash (segfault, abort) earlier than the best candidate wins: the process
-   died there and the rest is fallout.
+   died there and the rest is fallout. An error that only relays a library's result code
+   gives way to what the library logged before it (NCCL's WARN lines, NIXL's ERROR lines).
 5. In `raise X from e` chains the cause is the root, unless X diagnoses it (says what it
    means rather than repeating it): then X is what a person fixes. The same holds for an
    error raised while handling another in the function that caught it (a translation).
@@ -88,6 +89,9 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
                     and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
         if reported:
             best = reported[0]
+    stated = _stated_by_library(best, groups)
+    if stated is not None:
+        best = stated
     killed = [g for g in groups if _shell_killed(g.first.event) and g.first.event.process == best.first.event.process
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if killed:
@@ -121,9 +125,34 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
     return root, symptoms
 
 
-_BASH_KILLED = next(rule for rule in P.ERROR_LINES if rule.name == "bash-killed")
+_SHELL_JOB_SIGNAL = next(rule for rule in P.ERROR_LINES if rule.name == "shell-job-signal")
 # Windows reports a native crash to Python's ctypes as this OSError (SIGSEGV elsewhere)
 _ACCESS_VIOLATION = re.compile(r"^exception: access violation\b")
+
+
+# An error that gives only a library's result code (`nixlBackendError: NIXL_ERR_BACKEND`)
+_RESULT_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_STATEMENT_KINDS = frozenset({"log_error", "native", "cpp"})
+_STATEMENT_LINES = 60  # how far above the code the library's own statement may be
+
+
+def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
+    """An error that only relays a library's result code points at the library's own log
+    for what failed, and what the library logged just before it there says it: NCCL's
+    "unhandled system error (run with NCCL_DEBUG=INFO for details)" after its `NCCL WARN`
+    lines (printed without the process's prefix), an exception whose message is a code
+    (`NIXL_ERR_BACKEND`) after the library's ERROR lines of the same process. The first
+    such statement; None when the log holds none."""
+    event = best.first.event
+    line = event.line_number or 0
+    if best.tier == "cascade" and "NCCL_DEBUG=INFO for details" in event.message:
+        return next((g for g in groups if g.first.event.kind == "nccl" and g.tier == "cascade"
+                     and (g.first.event.line_number or 0) < line), None)
+    if best.tier.startswith("root") and _RESULT_CODE.fullmatch(event.message.strip()):
+        return next((g for g in groups if g.first.event.kind in _STATEMENT_KINDS and g is not best
+                     and g.first.event.process == event.process and not g.recovered
+                     and line - _STATEMENT_LINES <= (g.first.event.line_number or 0) < line), None)
+    return None
 
 
 def _is_crash(event: ErrorEvent) -> bool:
@@ -134,7 +163,7 @@ def _is_crash(event: ErrorEvent) -> bool:
 
 def _shell_killed(event: ErrorEvent) -> bool:
     """The shell's report that its foreground job was killed ("Killed")."""
-    return event.exception == "SIGKILL" and bool(_BASH_KILLED.pattern.search(event.message))
+    return event.exception == "SIGKILL" and bool(_SHELL_JOB_SIGNAL.pattern.search(event.message))
 
 
 def _only_wrappers(best: Group, ranked: list[Group]) -> tuple[ErrorEvent, list[ErrorEvent]]:

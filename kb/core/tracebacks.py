@@ -35,6 +35,8 @@ _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _confi
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
+# the last line of a c10::Error's text (PyTorch's C++ side), before its C++ stack
+_C10_RAISED = lazy(r"^Exception raised from \S+ at \S+:\d+ \(most recent call first\)")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
 _ESCAPED_NEWLINE = "\\n"
 
@@ -424,6 +426,8 @@ class Extractor:
             return
         if _PROCESS_HEADER.match(stripped):
             return
+        if stripped.startswith("Exception raised from ") and self._c10_message(line, stream, stripped):
+            return
         if stripped.startswith("Exception ignored in"):
             stream.pending_header = stripped
             return
@@ -501,6 +505,24 @@ class Extractor:
                 event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                    line_number=line.number, kind="log_error")
                 self.statement = Found(event, line.level, line.timestamp, line.record, key=line.key)
+
+    def _c10_message(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
+        """A c10::Error's text ends with 'Exception raised from f at file:line (most recent
+        call first)', then its C++ stack: the line just above is the error's message even
+        when the line that named the type (RuntimeError, DistBackendError, what()) was cut
+        from the excerpt. Read as a traceback cut before its type; a message some error
+        already holds is left alone."""
+        message = stream.before
+        if not message or not _C10_RAISED.match(stripped) or not _says_something(message):
+            return False
+        last = stream.last_found
+        if last is not None and (message in last.event.message or stream.last_found_end >= line.number - 1):
+            return False
+        event = ErrorEvent(exception="", message=message, process=_label(line), line_number=line.number - 1,
+                           truncated=True, kind="python",
+                           reason="a C++ (c10) error's text above its 'Exception raised from' line, its type cut off")
+        self._add(stream, Found(event, line.level, line.timestamp, line.record))
+        return True
 
     def _rule(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
         """The first error-line rule the line matches (a Python exception named before
@@ -623,7 +645,7 @@ def _rule_exception(rule: P.Rule, groups: dict) -> str:
 
 def _signal_name(groups: dict) -> str:
     if groups.get("signame"):
-        return _SIGNAL_WORDS[groups["signame"]]
+        return _SIGNAL_WORDS[groups["signame"].lower()]
     if groups.get("signame2"):  # already the signal's name ("SIGSEGV: segmentation violation")
         return groups["signame2"]
     number = next(int(v) for k, v in groups.items() if k.startswith("signal") and v)
@@ -632,7 +654,7 @@ def _signal_name(groups: dict) -> str:
 
 _SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT",
                  "bus error": "SIGBUS", "floating point exception": "SIGFPE", "hangup": "SIGHUP",
-                 "illegal hardware instruction": "SIGILL"}
+                 "illegal hardware instruction": "SIGILL", "illegal instruction": "SIGILL"}
 
 
 def _demangle(name: str) -> str:
