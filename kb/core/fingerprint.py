@@ -60,7 +60,7 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     hints: list[Hint] = []
     # a long message that names a signal is about something else; a signal's own report
     # may be long (the shell's job report ends with the whole command line)
-    signal = killed_by(event) if event.kind == "signal" or len(event.message) < 300 else None
+    signal = killed_by(event) if event.kind in ("signal", "oom_kill") or len(event.message) < 300 else None
     if signal:
         exception, template = signal, f"process killed by {signal}"
         frames = _contributing_frames(event, hints) if signal in CRASH_SIGNALS else []

@@ -211,9 +211,12 @@ COLUMN_SOURCE = _r(r"\s+(?P<src>[\w.-]+\.py:\d+)\s*$")
 RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<msg>[^\"']*))?")
 
 # How a shell reports a job that a signal ended: bash/dash in a script ("run.sh: line 3:  4242
-# Killed   python x.py"), an interactive job ("[1]+  Killed   python x.py") or the words alone.
-# The message is the words (and "core dumped") and the command, without the job's locator.
-_SHELL_JOB = r"^(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +)?(?P<msg>(?P<signame>{words})(?:\s+\(core dumped\))?(?:\s+\S.*)?)$"
+# Killed   python x.py"), an interactive job ("[1]+  Killed   python x.py"), zsh in its own
+# words ("zsh: abort   llm ...", "[1]    4242 floating point exception  lmdeploy ..."), or the
+# words alone (bash's; zsh's lowercase ones only behind a prefix). The message is the words
+# (and "core dumped") and the command, without the job's locator.
+_SHELL_JOB = (r"^(?!(?:{zsh})\b)(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +(?:\d+ +)?|zsh: )?"
+              r"(?P<msg>(?P<signame>{bash}|{zsh})(?:\s+\(core dumped\))?(?:\s+\S.*)?)$")
 
 # --------------------------------------------------------------------------------------
 # Error lines that are not Python exception lines. role decides what they mean.
@@ -293,18 +296,20 @@ ERROR_LINES: tuple[Rule, ...] = (
          "(pdsh's 'node: ' before ssh's 'user@node: ' is left out): its exit code 255 below is the consequence",
          exception="ssh error", role="root", kind="native", anchors=("Permission denied (",)),
     Rule("shell-job-crash",
-         _r(_SHELL_JOB.format(words="Illegal instruction|Segmentation fault|Bus error|Floating point exception")),
+         _r(_SHELL_JOB.format(bash="Illegal instruction|Segmentation fault|Bus error|Floating point exception",
+                              zsh="illegal hardware instruction|segmentation fault|bus error|floating point exception")),
          "start.sh: line 18:  1669 Illegal instruction     (core dumped) python -m vllm.entrypoints.openai.api_server --port 8001",
-         "a shell (bash, dash) reports a job a native crash ended: the signal's words (and 'core dumped') "
+         "a shell (bash, dash, zsh) reports a job a native crash ended: the signal's words (and 'core dumped') "
          "are the error, then the command it ran; the script, line and pid before them only say where",
          exception="signal", role="root", kind="signal",
-         anchors=("Illegal instruction", "Segmentation fault", "Bus error", "Floating point exception")),
+         anchors=("Illegal instruction", "Segmentation fault", "Bus error", "Floating point exception",
+                  "illegal hardware instruction", "segmentation fault", "bus error", "floating point exception")),
     Rule("shell-job-signal",
-         _r(_SHELL_JOB.format(words="Killed|Aborted")),
+         _r(_SHELL_JOB.format(bash="Killed|Aborted", zsh="killed|abort")),
          "run.sh: line 3:  4242 Killed                  python3 -m vllm.entrypoints.openai.api_server",
          "a shell reports a job ended by SIGKILL (the host OOM killer, a scheduler) or by abort() "
          "(after a C++ exception, an assertion): the reason is printed before it, if anywhere",
-         exception="signal", role="confirmation", kind="signal", anchors=("Killed", "Aborted")),
+         exception="signal", role="confirmation", kind="signal", anchors=("Killed", "Aborted", "killed", "abort")),
     Rule("illegal-instruction",
          _r(r"^(?P<msg>.*?(?:signal: illegal instruction|Illegal instruction|SIGILL: illegal instruction).*)$"),
          "time=2024-06-01T10:00:00.000Z level=ERROR msg=\"llama runner process has terminated: signal: illegal instruction (core dumped)\"",
@@ -478,11 +483,6 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="Vulkan error", role="root", kind="cpp", anchors=("ErrorOutOf", "ErrorDeviceLost", "ErrorInitializationFailed",
                                                                      "ErrorMemoryMapFailed", "ErrorFeatureNotPresent", "ErrorIncompatibleDriver",
                                                                      "ErrorTooManyObjects", "ErrorFormatNotSupported", "ErrorUnknown", "VK_ERROR_")),
-    Rule("zsh-job-signal",
-         _r(r"^(?P<msg>zsh: (?P<signame>abort|killed|segmentation fault|illegal hardware instruction|bus error|floating point exception)\s.*)$"),
-         "zsh: illegal hardware instruction  python -m mlx_lm.server --model mlx-community/Qwen3-8B-4bit",
-         "zsh (macOS's shell) reports a job a signal ended, in its own words ('illegal hardware instruction': SIGILL)",
-         exception="signal", role="confirmation", kind="signal", anchors=("zsh: ",)),
     Rule("absl-failure-signal",
          _r(r"(?P<msg>\*\*\* (?P<exc>SIG[A-Z]+) received at time=\d+.*)$"),
          "*** SIGSEGV received at time=1722289279 on cpu 61 ***",
@@ -568,6 +568,12 @@ SYMPTOMS: tuple[Rule, ...] = (
          "EngineCore failed to start.",
          "a process reports that it (or its child) did not start, without saying why",
          anchors=('failed to start',)),
+    Rule("relays-typed-error",
+         _r(r"\berror type: <class '[\w.]+'>"),
+         "UnpickleableError: [address=0.0.0.0:44522, pid=257] Error cannot be pickled, error type: <class 'ValueError'>, raw error:",
+         "a transport (an actor framework's RPC, a process pool) relays an error it could not send as itself: "
+         "its type named in words, its text below",
+         anchors=("error type: <class",)),
     Rule("worker-returned-error",
          _r(r"^(?:[\w.]+: )?(?:[\w.-]+ ){0,2}(?:worker|process|child|subprocess|rank|actor|executor|proxy)s? (?:\d+ )?(?:returned|reported|raised|hit|encountered|got) (?:an? )?(?:error|exception|failure)\.?$", re.I),
          "RuntimeError: Executor worker returned error",

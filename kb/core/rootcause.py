@@ -99,11 +99,12 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
         # printed nothing more, so a later error of that stream is the next step failing
         # without the killed one's output ("Killed", then FileNotFoundError: its result).
         best = killed[0]
-    if best.tier == "truncated":
+    if best.tier in ("truncated", "log_error"):
         # A traceback cut before its exception line, and a wrapper quoting an error: the
-        # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'")
+        # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'");
+        # a typed quote also says more than a logger's ERROR line
         quoted = _first_quoted(ranked)
-        if quoted is not None:
+        if quoted is not None and (best.tier == "truncated" or quoted.kind != "log_error"):
             return quoted, _set_aside(ranked)
     if best.tier == "symptom":
         # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
@@ -256,12 +257,17 @@ def _states_only_code(event: ErrorEvent) -> bool:
     return bool(event.frames) and event.message == (event.frames[-1].code or None)
 
 
+_VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
+
+
 def _score(group: Group) -> float:
     event = group.first.event
     score = _BASE[group.tier]
-    if group.tier.startswith("root") and (event.message.strip() in ("", event.exception) or _states_only_code(event)):
-        # a bare `AssertionError`, or ggml's abort line `ggml-cuda.cu:75: CUDA error` (its
-        # kind and nothing more), says less than the error printed beside it
+    if group.tier.startswith("root") and (event.message.strip() in ("", event.exception) or _states_only_code(event)
+                                          or _VALIDATION_COUNT.fullmatch(event.message.strip())):
+        # a bare `AssertionError`, ggml's abort line `ggml-cuda.cu:75: CUDA error` (its kind
+        # and nothing more) or pydantic's "1 validation error for ModelConfig" cut from its
+        # details says less than the error printed beside it
         score -= 35
     if group.first.level == "WARNING":
         score -= 45

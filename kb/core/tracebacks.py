@@ -35,6 +35,8 @@ _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _confi
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
+# zsh's report that the job died, where a flattened copy glued it after the error's text
+_JOB_REPORT = lazy(r"\s+zsh: (?:abort|killed|segmentation fault|illegal hardware instruction|bus error|floating point exception)\b")
 # the last line of a c10::Error's text (PyTorch's C++ side), before its C++ stack
 _C10_RAISED = lazy(r"^Exception raised from \S+ at \S+:\d+ \(most recent call first\)")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
@@ -376,7 +378,7 @@ class Extractor:
             if cpp.event.message:
                 stream.cpp = None
             return bool(stripped) and not stripped.startswith("terminate called")
-        if cpp.event.message and contiguous and "Traceback" not in stripped and not _states_error(stripped):
+        if cpp.event.message and contiguous and "Traceback" not in stripped and not _starts_structure(stripped):
             if not _is_boilerplate(stripped):
                 cpp.event.message += "\n" + stripped
             return True
@@ -410,7 +412,10 @@ class Extractor:
         if terminate:
             if stream.cpp is None or stream.cpp.event.message:
                 if terminate["libcxx"]:
-                    message = (terminate["said"] or "").strip()
+                    # a terminal copy flattened to one line goes on with the shell's report of the abort
+                    said = terminate["said"] or ""
+                    report = _JOB_REPORT.search(said)
+                    message = (said[:report.start()] if report else said).strip()
                     stream.cpp_message_below = not message
                 else:
                     inline = _WHAT_INLINE.search(stripped, terminate.end())  # a paste flattened to one line
@@ -839,6 +844,8 @@ def _starts_structure(stripped: str) -> bool:
         return True  # a warning, a progress bar redrawn by another process, another writer's record
     if _CPP_END.match(stripped) or _TABLE_BORDER.match(stripped) or _PANEL_TOP.match(stripped):
         return True  # a native backtrace's frames, the border of an ASCII table or a drawn box
+    if "terminat" in stripped and _TERMINATE.search(stripped):
+        return True  # a C++ runtime's report of an uncaught exception, behind any words
     exc = P.EXCEPTION_LINE.match(stripped)
     if exc and exc["msg"] is not None and _looks_like_exception(exc["exc"], in_traceback=False):
         return True
@@ -897,11 +904,18 @@ def _assert_statement(event: ErrorEvent) -> None:
 
 
 def quoted_error(text: str) -> ErrorEvent | None:
-    """The error named inside a wrapper's message: an error-line rule or an exception
-    mention, searched after the wrapper's own words. A quote after "with error" that
+    """The error named inside a wrapper's message: an error-line rule on a line of the text
+    it relays below its own, else an error-line rule or an exception mention searched after
+    the wrapper's own words. A quote after "with error" that
     names neither is still the error's text, of no known type (vLLM's "Worker failed with
     error '{e}'" quotes str(e), the message without its type)."""
     untyped = None
+    for line in text.split("\n")[1:]:  # the text it relays on the lines below ("raw error:")
+        for rule in _ERROR_RULES.candidates(line):
+            match = rule.pattern.search(line)
+            if match and rule.role == "root":
+                return ErrorEvent(exception=_rule_exception(rule, match.groupdict()),
+                                  message=match["msg"].strip(), kind=rule.kind or "log_error")
     for quote in _QUOTE.finditer(text):
         inner, opened = text[quote.end():], quote.group(0)[-1:]
         if opened in ("'", '"'):  # the quoted part ends at its closing quote: "... 'X', please check ..."
