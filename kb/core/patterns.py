@@ -393,9 +393,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "the rank that failed first ended by this signal",
          exception="signal", role="confirmation", kind="signal", anchors=("exitcode  : -", "exitcode : -")),
     Rule("dynamic-loader-error",
-         _r(r"^(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: [\w.$@]+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
+         _r(r"(?:^|(?<=\S)(?=/))(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: [\w.$@]+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
          "/opt/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2E",
-         "the dynamic loader could not load a library (dlerror()'s text, behind at most a few callers' words): "
+         "the dynamic loader could not load a library (dlerror()'s text, behind at most a few callers' words, "
+         "or its absolute path glued to another writer's text): "
          "a build against another torch/CUDA/glibc, or a library not installed. Python raises it as ImportError; "
          "native servers (Triton's backends) and wrappers that keep only the text print it alone",
          exception="dynamic loader error", role="root", kind="native",
@@ -529,8 +530,12 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
          "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
          "vLLM raises ValueError with this text when profiling leaves no room for the KV cache",
          exception="ValueError", role="root", kind="python", anchors=("No available memory for the cache",)),
-    # CPython's own wording of its built-in exceptions: a line that is nothing but such a
-    # message (a paste of the message alone, above or without its traceback) names its type.
+)
+
+# CPython's own wording of its built-in exceptions: a line that is nothing but such a message
+# (a paste of the message alone, above or without its traceback) names its type, and is no
+# other message's next line.
+PYTHON_MESSAGES: tuple[Rule, ...] = (
     Rule("python-attribute-error",
          _r(r"^(?P<msg>(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute '\w+'(?:\. Did you mean: '\w+'\?)?)$"),
          "'LLMEngine' object has no attribute 'model_executor'",
@@ -548,12 +553,16 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
          exception="ImportError", role="root", kind="python", anchors=("cannot import name '",)),
     Rule("python-call-type-error",
          _r(r"^(?P<msg>[\w.]+\(\) (?:got an unexpected keyword argument '\w+'|takes \d+ positional arguments? but \d+ (?:were|was) given"
-            r"|missing \d+ required (?:positional|keyword-only) arguments?: .+)|'\w+' object is not (?:subscriptable|callable|iterable))$"),
+            r"|missing \d+ required (?:positional|keyword-only) arguments?: .+)|'\w+' object is not (?:subscriptable|callable|iterable)"
+         r"|argument of type '\w+' is not iterable|object of type '\w+' has no len\(\)|unhashable type: '\w+'"
+         r"|unsupported operand type\(s\) for .+: '\w+' and '\w+')$"),
          "__init__() got an unexpected keyword argument 'disable_log_requests'",
          "CPython raises TypeError with this text when a call does not fit the signature (an API that changed)",
          exception="TypeError", role="root", kind="python",
-         anchors=("unexpected keyword argument", "positional argument", "required positional", "required keyword", "object is not ")),
+         anchors=("unexpected keyword argument", "positional argument", "required positional", "required keyword", "object is not ",
+                  "argument of type '", "has no len()", "unhashable type: '", "unsupported operand type(s)")),
 )
+KNOWN_MESSAGES += PYTHON_MESSAGES  # the error-line pass tries both
 
 # --------------------------------------------------------------------------------------
 # Symptoms: wrappers that report that something else failed. They are set aside when a

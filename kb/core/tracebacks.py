@@ -799,7 +799,8 @@ _OTHER_WRITER = lazy(
     r"|Stream closed EOF for )")
 
 
-_FORMAT_RULES = scan.RuleIndex(tuple(r for r in P.ERROR_LINES if r.role in ("root", "confirmation") and r.kind != "python"))
+_FORMAT_RULES = scan.RuleIndex(tuple(r for r in P.ERROR_LINES if r.role in ("root", "confirmation") and r.kind != "python")
+                               + P.PYTHON_MESSAGES)
 
 
 def _states_error(stripped: str) -> bool:

@@ -2,9 +2,9 @@
 its own incident (not another one) and gets the recommendation path its seed declares.
 On SQLite and Postgres.
 
-Two seeds whose examples the analyzer reduces to one fingerprint cannot both be matched
-(the seeding reports "it cannot match both"): that is a bug in the seeds or in identity,
-and the collision test names the incidents."""
+Two seeds whose examples the analyzer reduces to one exact route (fingerprint and engine)
+cannot both be matched (the seeding reports "it cannot match both"): that is a bug in the
+seeds or in identity, and the collision test names the incidents."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ import yaml
 from litestar.testing import TestClient
 
 from kb.config import Settings
-from kb.core.analyze import analyze
-from kb.services.seeding import seed_database
+from kb.services.seeding import fingerprint_examples, read_seeds, seed_database
 from kb.web.app import create_app
 from tests.service.helpers import BASE_URL
 
@@ -40,15 +39,17 @@ EXAMPLES = _load_examples()
 
 
 def _collisions() -> dict[tuple[str, str], list[str]]:
-    """Examples whose fingerprint is also produced by an example of another incident."""
-    owners: dict[tuple[str, str], set[str]] = defaultdict(set)
+    """Examples whose exact route (the fingerprint plus the engine, as the service routes
+    an upload) is also an example's of another incident. One error on two engines is two
+    incidents, each with its engine's fixes; one route on two incidents is a bug."""
+    owners: dict[str, set[str]] = defaultdict(set)
     prints = {}
-    for slug, name, log, _ in EXAMPLES:
-        fp = analyze(log.encode("utf-8")).fingerprint
-        prints[(slug, name)] = (fp.version, fp.hash)
-        owners[(fp.version, fp.hash)].add(slug)
-    return {key: sorted(owners[fp] - {key[0]}) for key, fp in prints.items()
-            if len(owners[fp]) > 1}
+    for seed in read_seeds(SEEDS)[0]:
+        for example in fingerprint_examples(seed):
+            prints[(seed.slug, example.name)] = example.route_key
+            owners[example.route_key].add(seed.slug)
+    return {key: sorted(owners[route] - {key[0]}) for key, route in prints.items()
+            if len(owners[route]) > 1}
 
 
 COLLISIONS = _collisions()
