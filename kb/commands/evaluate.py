@@ -128,10 +128,11 @@ def _print_grouping(cases: list[Case], verbose_results: list | None) -> None:
     classes = Counter(str(c.label.get("failure_class")) for c in cases)
     figure = (lambda value: "n/a" if value is None else f"{value:.1%}")
     click.echo("grouping through the service (leave-one-out, fresh unseeded database):")
-    click.echo(f"  recurring classes, top incident of the class (RR@1): {figure(report.rr_at_1(classes))} of {report.recurring}")
+    click.echo(f"  recurring classes, known to an incident of the class (RR@1): {figure(report.rr_at_1(classes))} of {report.recurring}")
     reachable, count = report.rr_at_1_reachable(classes)
     click.echo(f"    of those another case could be known to at all: {figure(reachable)} of {count}  "
                "(same or compatible engine, cause in the log)")
+    click.echo(f"  recurring classes, top incident shown is of the class, known or similar: {figure(report.top_incident(classes))}")
     click.echo(f"  one-of-a-kind kept new:                             {figure(report.kept_new(classes))} of {report.singletons}")
     click.echo(f"  precision of \"known\":                              {figure(report.known_precision())}")
     if verbose_results is not None:

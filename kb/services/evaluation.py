@@ -39,6 +39,8 @@ class HeldOut:
     # another case of its class could be "known" to it at all: one identified in the log
     # and of an engine the gate lets match (kb.core.match.engines_differ)
     reachable: bool = False
+    # the top incident is of its class, answered "known" or only "similar" (shown, not joined)
+    top_right: bool = False
 
     @property
     def majority(self) -> str | None:
@@ -56,6 +58,12 @@ class GroupingReport:
 
     def rr_at_1(self, classes: Counter[str]) -> float | None:
         return self._share([r for r in self.results if classes[r.failure_class] > 1])
+
+    def top_incident(self, classes: Counter[str]) -> float | None:
+        """Share of recurring-class cases whose top incident is of their class, "known" or
+        "similar": what a person is shown first, grouped or not."""
+        chosen = [r for r in self.results if classes[r.failure_class] > 1]
+        return sum(r.top_right for r in chosen) / len(chosen) if chosen else None
 
     def kept_new(self, classes: Counter[str]) -> float | None:
         return self._share([r for r in self.results if classes[r.failure_class] == 1])
@@ -175,9 +183,11 @@ def _judge(case_id: str, class_of: dict[str, str], classes: Counter[str], status
            score: float, incident_id: int | None, incident_of: dict[str, int]) -> HeldOut:
     failure_class = class_of[case_id]
     result = HeldOut(case_id, failure_class, status, score)
-    if status == "known" and incident_id is not None:
+    if status in ("known", "similar") and incident_id is not None:
         result.incident_classes = [class_of[c] for c, i in incident_of.items() if i == incident_id]
-        result.right = classes[failure_class] > 1 and result.majority == failure_class
+        result.top_right = classes[failure_class] > 1 and result.majority == failure_class
+    if status == "known" and incident_id is not None:
+        result.right = result.top_right
     else:
         result.right = classes[failure_class] == 1
     return result
