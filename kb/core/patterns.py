@@ -215,6 +215,8 @@ RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<
 # words ("zsh: abort   llm ...", "[1]    4242 floating point exception  lmdeploy ..."), or the
 # words alone (bash's; zsh's lowercase ones only behind a prefix). The message is the words
 # (and "core dumped") and the command, without the job's locator.
+ZSH_CRASH_WORDS = "illegal hardware instruction|segmentation fault|bus error|floating point exception"
+ZSH_SIGNAL_WORDS = "killed|abort"
 _SHELL_JOB = (r"^(?!(?:{zsh})\b)(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +(?:\d+ +)?|zsh: )?"
               r"(?P<msg>(?P<signame>{bash}|{zsh})(?:\s+\(core dumped\))?(?:\s+\S.*)?)$")
 
@@ -297,7 +299,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="ssh error", role="root", kind="native", anchors=("Permission denied (",)),
     Rule("shell-job-crash",
          _r(_SHELL_JOB.format(bash="Illegal instruction|Segmentation fault|Bus error|Floating point exception",
-                              zsh="illegal hardware instruction|segmentation fault|bus error|floating point exception")),
+                              zsh=ZSH_CRASH_WORDS)),
          "start.sh: line 18:  1669 Illegal instruction     (core dumped) python -m vllm.entrypoints.openai.api_server --port 8001",
          "a shell (bash, dash, zsh) reports a job a native crash ended: the signal's words (and 'core dumped') "
          "are the error, then the command it ran; the script, line and pid before them only say where",
@@ -305,7 +307,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          anchors=("Illegal instruction", "Segmentation fault", "Bus error", "Floating point exception",
                   "illegal hardware instruction", "segmentation fault", "bus error", "floating point exception")),
     Rule("shell-job-signal",
-         _r(_SHELL_JOB.format(bash="Killed|Aborted", zsh="killed|abort")),
+         _r(_SHELL_JOB.format(bash="Killed|Aborted", zsh=ZSH_SIGNAL_WORDS)),
          "run.sh: line 3:  4242 Killed                  python3 -m vllm.entrypoints.openai.api_server",
          "a shell reports a job ended by SIGKILL (the host OOM killer, a scheduler) or by abort() "
          "(after a C++ exception, an assertion): the reason is printed before it, if anywhere",

@@ -36,7 +36,7 @@ _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's wa
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 # zsh's report that the job died, where a flattened copy glued it after the error's text
-_JOB_REPORT = lazy(r"\s+zsh: (?:abort|killed|segmentation fault|illegal hardware instruction|bus error|floating point exception)\b")
+_JOB_REPORT = lazy(rf"\s+zsh: (?:{P.ZSH_CRASH_WORDS}|{P.ZSH_SIGNAL_WORDS})\b")
 # the last line of a c10::Error's text (PyTorch's C++ side), before its C++ stack
 _C10_RAISED = lazy(r"^Exception raised from \S+ at \S+:\d+ \(most recent call first\)")
 _XOSCAR = lazy(r"^\[address=[^\]]*, pid=\d+\] ")
@@ -907,9 +907,9 @@ def _assert_statement(event: ErrorEvent) -> None:
 def quoted_error(text: str) -> ErrorEvent | None:
     """The error named inside a wrapper's message: an error-line rule on a line of the text
     it relays below its own, else an error-line rule or an exception mention searched after
-    the wrapper's own words. A quote after "with error" that
-    names neither is still the error's text, of no known type (vLLM's "Worker failed with
-    error '{e}'" quotes str(e), the message without its type)."""
+    the wrapper's own words. A quote after "with error" that names neither is still the
+    error's text, of no known type (vLLM's "Worker failed with error '{e}'" quotes str(e),
+    the message without its type)."""
     untyped = None
     for line in text.split("\n")[1:]:  # the text it relays on the lines below ("raw error:")
         for rule in _ERROR_RULES.candidates(line):
