@@ -83,9 +83,12 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
         best = native[0]  # a native crash kills its process first: what follows is fallout
     if _is_crash(best.first.event):
         # ... and a crash after a native library reported its own failure (llama.cpp's "error
-        # loading model", then ctypes' access violation on the null model) is that failure's fallout
-        reported = [g for g in groups if g.first.event.kind in ("native", "cpp") and g.tier == "root-rule"
-                    and g.first.key == best.first.key
+        # loading model", then ctypes' access violation on the null model) is that failure's
+        # fallout; the abort after an uncaught C++ exception is what std::terminate does
+        aborted = best.first.event.exception == "SIGABRT"
+        reported = [g for g in groups if g.first.event.kind in ("native", "cpp") and g.first.key == best.first.key
+                    and (g.tier == "root-rule" or aborted and g.first.event.kind == "cpp" and g.tier != "benign"
+                         and not g.recovered)
                     and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
         if reported:
             best = reported[0]
@@ -279,6 +282,8 @@ def _score(group: Group) -> float:
         score -= 40
     if group.first.mention:
         score -= 4  # named inside a log line: a line printed as the exception says more
+    if event.kind == "oom_kill" and event.message.startswith("oom-kill:"):
+        score -= 1  # the kernel's summary of a kill says less than its kill line ("Killed process N")
     if group.tier == "benign":
         score = 1  # only when nothing else was found (a pasted warning, an interrupt)
     if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
