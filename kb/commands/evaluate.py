@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,8 +25,28 @@ def load_cases(directory: Path) -> list[Case]:
             label = json.loads(label_path.read_text())
         except json.JSONDecodeError as exc:
             raise click.ClickException(f"{label_path}: not valid JSON ({exc})") from None
+        _check_label(label_path, label)
         cases.append(Case(label.get("id", label_path.stem), log_path.read_bytes(), label))
     return cases
+
+
+_OBJECT_FIELDS = ("root_cause", "gpu", "parallel", "fix")
+
+
+def _check_label(path: Path, label: Any) -> None:
+    """A label the figures can read (shared/corpus/README.md), else a clear error naming
+    the file and the field: an answer key with a wrong shape is fixed, not guessed at."""
+    if not isinstance(label, dict):
+        raise click.ClickException(f"{path}: a label is a JSON object, got {type(label).__name__}")
+    for field in _OBJECT_FIELDS:
+        if label.get(field) is not None and not isinstance(label[field], dict):
+            raise click.ClickException(f"{path}: '{field}' must be an object or null, "
+                                       f"got {type(label[field]).__name__} ({label[field]!r})")
+    for field in ("root_cause_alternates", "wrapper_exceptions"):
+        if label.get(field) is not None and not isinstance(label[field], list):
+            raise click.ClickException(f"{path}: '{field}' must be a list, got {type(label[field]).__name__}")
+    if any(not isinstance(alternate, dict) for alternate in label.get("root_cause_alternates") or []):
+        raise click.ClickException(f"{path}: each of 'root_cause_alternates' must be an object")
 
 
 @click.command("eval")

@@ -82,11 +82,12 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
     if _is_crash(best.first.event):
-        # ... and a crash after a native library reported its own failure (llama.cpp's "error
-        # loading model", then ctypes' access violation on the null model) is that failure's
-        # fallout; the abort after an uncaught C++ exception is what std::terminate does
+        # ... and a crash after a native library or a GPU runtime reported its own failure
+        # (llama.cpp's "error loading model", then ctypes' access violation on the null model;
+        # a HIP error, then the abort) is that failure's fallout; the abort after an uncaught
+        # C++ exception is what std::terminate does
         aborted = best.first.event.exception == "SIGABRT"
-        reported = [g for g in groups if g.first.event.kind in ("native", "cpp") and g.first.key == best.first.key
+        reported = [g for g in groups if g.first.event.kind in ("native", "cpp", "cuda") and g.first.key == best.first.key
                     and (g.tier == "root-rule" or aborted and g.first.event.kind == "cpp" and g.tier != "benign"
                          and not g.recovered)
                     and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
@@ -260,6 +261,7 @@ def _states_only_code(event: ErrorEvent) -> bool:
     return bool(event.frames) and event.message == (event.frames[-1].code or None)
 
 
+_KIND_ONLY = re.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
 _VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
 
 
@@ -267,8 +269,9 @@ def _score(group: Group) -> float:
     event = group.first.event
     score = _BASE[group.tier]
     if group.tier.startswith("root") and (event.message.strip() in ("", event.exception) or _states_only_code(event)
+                                          or _KIND_ONLY.fullmatch(event.message.strip())
                                           or _VALIDATION_COUNT.fullmatch(event.message.strip())):
-        # a bare `AssertionError`, ggml's abort line `ggml-cuda.cu:75: CUDA error` (its kind
+        # a bare `AssertionError`, ggml's abort line `ggml-cann.cpp:67: CANN error` (a kind
         # and nothing more) or pydantic's "1 validation error for ModelConfig" cut from its
         # details says less than the error printed beside it
         score -= 35

@@ -141,3 +141,12 @@ def test_eval_against_seeds_goes_through_the_service_and_judges_by_tags(tmp_path
     assert "recurring-class cases: 100.0% of 2" in result.output
     assert "a wrong incident's fix as known, all cases:               0.0%\n" in result.output
     assert "corpus classes without a seed incident: 1 of 2 (0 recurring)\n    unheard-of-class (1)\n" in result.output
+
+
+def test_eval_names_a_label_field_of_the_wrong_shape(tmp_path):
+    (tmp_path / "a.log").write_text("RuntimeError: boom\n")
+    (tmp_path / "a.json").write_text(json.dumps({"id": "a", "root_cause": {"exception": "RuntimeError", "message": "boom"},
+                                                 "parallel": 4}))
+    result = CliRunner().invoke(main, ["eval", str(tmp_path), "--no-grouping"])
+    assert result.exit_code == 1
+    assert "a.json: 'parallel' must be an object or null, got int (4)" in result.output
