@@ -276,44 +276,55 @@ class PageScan:
         block_ids, error_ids, secret_ids = _anchor_ids()
         hits = (_hyperscan_hits if self.use_hyperscan else _automaton_hits)(block, begin, stop, every)
         find, rfind = block.find, block.rfind
-        kept: list[tuple[int, bool]] = []
-        warn_start = warn_end = -1  # the run of WARNING lines the last hit fell in
-        warning_kept = -1
+        # The lines the hits fall on, each once: (start, end after its newline, error?).
+        kept: list[tuple[int, int, bool]] = []
+        line_start = line_end = line_stop = -1  # the line of the last hit; end: its newline
+        at_warning = False
+        kept_here = 0  # 0: the line is not kept (yet), 1: as context, 2: as an error's line
         keep_warnings = warnings is not None and last_warnings is not None
         seen = self._seen if every else {}
         secret_end = -1
         for position, pattern_id in hits:
-            if secrets is not None and pattern_id in secret_ids:
+            if position > line_end:
                 line_start = rfind(b"\n", begin, position) + 1 or begin
-                if secret_end <= line_start:
-                    line_end = find(b"\n", position, stop)
-                    secret_end = stop if line_end < 0 else line_end + 1
-                    secrets.append((line_start, secret_end))
-            if not warn_start <= position < warn_end:
-                line_start = rfind(b"\n", begin, position) + 1 or begin
-                if _at_warning_level(block, line_start, position, stop):
-                    # Logged at WARNING level (vLLM's prefix, behind any capture prefix): the
-                    # engine went on (a recovered traceback, a deprecation) and long logs are
-                    # full of them. Such a line is the cause only of a log that holds nothing
-                    # else: the first and last few with an error anchor are kept for that case.
-                    line_end = find(b"\n", position, stop)
-                    warn_start, warn_end = line_start, stop if line_end < 0 else line_end + 1
-            if warn_start <= position < warn_end:
-                if keep_warnings and pattern_id < error_ids and warning_kept != warn_start:
-                    (warnings if len(warnings) < WARNING_LINES_KEPT else last_warnings).append((warn_start, warn_end))
-                    warning_kept = warn_start
+                line_end = find(b"\n", position, stop)
+                if line_end < 0:
+                    line_end = line_stop = stop
+                else:
+                    line_stop = line_end + 1
+                at_warning = _at_warning_level(block, line_start, line_end)
+                kept_here = 0
+            if secrets is not None and pattern_id in secret_ids and secret_end <= line_start:
+                secret_end = line_stop
+                secrets.append((line_start, line_stop))
+            if at_warning:
+                # Logged at WARNING level (vLLM's prefix, behind any capture prefix): the
+                # engine went on (a recovered traceback, a deprecation) and long logs are
+                # full of them. Such a line is the cause only of a log that holds nothing
+                # else: the first and last few with an error anchor are kept for that case.
+                if keep_warnings and pattern_id < error_ids and not kept_here:
+                    (warnings if len(warnings) < WARNING_LINES_KEPT else last_warnings).append((line_start, line_stop))
+                    kept_here = 2
                 continue
             if pattern_id < error_ids:
-                kept.append((position, pattern_id < block_ids))
+                is_error = pattern_id < block_ids
+                if kept_here < 2 and (is_error or not kept_here):
+                    if kept_here:
+                        kept[-1] = (line_start, line_stop, is_error)
+                    else:
+                        kept.append((line_start, line_stop, is_error))
+                    kept_here = 2 if is_error else 1
                 continue
             count = seen.get(pattern_id, 0)
-            if count < CONTEXT_HITS and every and self.capture_prefix is not None:
-                line_end = find(b"\n", position, stop)
-                if position - line_start <= self.capture_prefix(block[line_start:stop if line_end < 0 else line_end]):
+            if count >= CONTEXT_HITS:
+                continue
+            if every and self.capture_prefix is not None:
+                if position - line_start <= self.capture_prefix(block[line_start:line_end]):
                     continue
-            if count < CONTEXT_HITS:
-                seen[pattern_id] = count + 1
-                kept.append((position, False))
+            seen[pattern_id] = count + 1
+            if not kept_here:
+                kept.append((line_start, line_stop, False))
+                kept_here = 1
         ranges: list[tuple[int, int]] = []
         if self._owed:
             line_end = begin
@@ -324,12 +335,9 @@ class PageScan:
             ranges.append((begin, line_end))
         covered_end = ranges[-1][1] if ranges else -1
         error_line_end = -1  # end of the line of the last error anchor: its window is done
-        for end, is_error in kept:
-            if end <= covered_end and (not is_error or end <= error_line_end):
+        for line_start, line_end, is_error in kept:
+            if line_end <= covered_end and (not is_error or line_end <= error_line_end):
                 continue
-            line_start = rfind(b"\n", begin, end) + 1 or begin
-            line_end = find(b"\n", end, stop)
-            line_end = stop if line_end < 0 else line_end + 1
             if is_error:
                 error_line_end = line_end
                 owed = FOLLOWING_LINES
@@ -349,19 +357,19 @@ class PageScan:
         return ranges
 
 
-def _at_warning_level(block: bytes, line_start: int, position: int, size: int) -> bool:
+def _at_warning_level(block: bytes, line_start: int, line_end: int) -> bool:
     """A record logged at WARNING level (vLLM's `WARNING 05-01 12:00:00 [...]`, first or
-    behind a process label or capture prefix within the line's first 120 bytes), whichever
-    anchor hit it at `position` on that line; a message that only mentions WARNING is not
-    one. (Hot: called for every line a hit falls on.)"""
+    behind a process label or capture prefix within the line's first 120 bytes); a
+    message that only mentions WARNING is not one. (Hot: called for every line a hit
+    falls on.)"""
     if block.startswith(b"WARNING ", line_start):
         level = line_start - 1
     else:
-        level = block.find(b" WARNING ", line_start, line_start + 120)
-        if level < 0 or (level > position and block.find(b"\n", position, level) >= 0):
-            return False  # none, or on the next line
+        level = block.find(b" WARNING ", line_start, min(line_start + 120, line_end))
+        if level < 0:
+            return False
     digit = level + 9
-    return digit < size and 48 <= block[digit] <= 57
+    return digit < line_end and 48 <= block[digit] <= 57
 
 
 @lru_cache(maxsize=1)
