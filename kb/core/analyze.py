@@ -91,7 +91,7 @@ class Analyzer:
         for joined in self._rejoiner.flush(self._lines_before) if self._rejoiner is not None else ():
             self._parse(joined.first, joined.last - joined.first + 1, joined.line, True)
         found = self._extractor.finish()
-        root, symptoms = choose(found)
+        root, symptoms = choose(found, unloaded=self._extractor.unloaded)
         if root is None and (self._first_warnings or self._last_warnings):  # nothing but warnings: read them
             for number, raw in sorted(dict([*self._first_warnings, *self._last_warnings]).items()):
                 self._line(number, raw, True)

@@ -53,7 +53,7 @@ _GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
 # What it needs, found without backtracking: a `]` right after a `<`'s bracket, and no
 # space after it. A bar that ends its line (the usual case) is rejected here, ~25x faster.
 _GLUE_HINT = re.compile(r"<[^\]]*\]\S")
-_LEVEL_WORD = lazy(r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|NOTICE)\b")
+_LEVEL_WORD = lazy(r" ?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|NOTICE)\b")  # Rust pads it: " WARN"
 _RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
 # journalctl prints the month in the locale's words: "Feb", "mar" (Spanish, Italian), "févr.",
 # "Mär", and "2月" (Chinese, Japanese), "2월"; the day, time, host and program[pid] that follow
@@ -361,8 +361,21 @@ _GLUED_LINE = re.compile(r"(?<=\S) {14,}(?=  File \")|(?<=\S) {16,}(?=Traceback 
 _PADDING = " " * 14
 
 
+# A label-prefixed stream (`srun --label`'s "10: ") pasted with its line breaks turned
+# into spaces: the same label recurs inside one line, at each former line's head.
+_INLINE_LABEL = re.compile(r" (\d{1,5}): (?=\S)")
+_INLINE_LABELS = 3  # recurrences of one label that show it was a line prefix
+
+
 def unglued(text: str) -> list[str]:
-    """The lines a padded copy glued into `text` (see _GLUED_LINE), else [text]."""
+    """The lines a padded copy glued into `text` (see _GLUED_LINE), or a paste that joined
+    a labeled stream's lines with spaces (see _INLINE_LABEL), else [text]."""
+    if text.count(": ") >= _INLINE_LABELS:
+        labels = _INLINE_LABEL.findall(text)
+        if len(labels) >= _INLINE_LABELS:
+            label = max(set(labels), key=labels.count)
+            if labels.count(label) >= _INLINE_LABELS:
+                return [part for part in text.split(f" {label}: ") if part.strip()]
     if _PADDING not in text:
         return [text]
     return _GLUED_LINE.split(text)

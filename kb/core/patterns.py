@@ -488,6 +488,18 @@ ERROR_LINES: tuple[Rule, ...] = (
          "node1:4242:4300 [3] NCCL WARN Cuda failure 'out of memory'",
          "NCCL warnings usually follow an earlier trigger on some rank: a cascade",
          exception="NCCL error", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
+    Rule("ucx-log-error",
+         _r(r"\bUCX\s+ERROR\s+(?P<msg>\S.*)$"),
+         "[1746690477.974497] [llm206:611  :0]     ucp_context.c:1268 UCX  ERROR cuIpcOpenMemHandle failed",
+         "UCX (the transport under NIXL, MPI and LMCache) logs its own failure before its caller's "
+         "error code: what failed",
+         exception="UCX error", role="cascade", kind="ucx", anchors=("UCX  ERROR", "UCX ERROR")),
+    Rule("ucx-log-warn",
+         _r(r"\bUCX\s+WARN\s+(?P<msg>\S.*)$"),
+         "[1746690477.974497] [llm206:611  :0]     ucp_context.c:1268 UCX  WARN  transports 'cuda_ipc','cuda_copy' are not available",
+         "a UCX warning (a transport missing, a setting ignored): the cause only of a log that "
+         "states nothing stronger",
+         exception="UCX warning", role="cascade", kind="ucx", anchors=("UCX  WARN", "UCX WARN")),
     Rule("elastic-death-signal",
          _r(r"(?P<msg>Received (?P<signal>\d+) death signal, shutting down workers)"),
          "W1221 17:13:59.240000 46660 torch/distributed/elastic/agent/server/api.py:704] Received 1 death signal, shutting down workers",

@@ -23,6 +23,7 @@ tier's, lowered by a close runner-up: _confidence) are documented where they are
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.core import patterns as P
@@ -64,8 +65,10 @@ class Group:
     resumed: int = 0  # the first INFO record of that member's stream after it (0: none)
 
 
-def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
-    """Return (root cause, symptoms set aside) from everything found in the log.
+def choose(found: list[Found], benign: bool = True,
+           unloaded: Sequence[tuple[Found, str]] = ()) -> tuple[ErrorEvent | None, list[ErrorEvent]]:
+    """Return (root cause, symptoms set aside) from everything found in the log;
+    `unloaded`: the lines saying a component could not be loaded, each with its name.
     A process that went on logging normally (an INFO record) after an error, before a
     later error ended the run, recovered from the first one. `benign=False`: a benign
     error (recovered, teardown) is never the answer, not even the only one."""
@@ -103,6 +106,11 @@ def choose(found: list[Found], benign: bool = True) -> tuple[ErrorEvent | None, 
         # printed nothing more, so a later error of that stream is the next step failing
         # without the killed one's output ("Killed", then FileNotFoundError: its result).
         best = killed[0]
+    missing = _unloaded_component(best, unloaded)
+    if missing is not None:
+        groups.append(missing)
+        scores[id(missing)] = _score(missing)
+        best = missing
     if best.tier in ("truncated", "log_error"):
         # A traceback cut before its exception line, and a wrapper quoting an error: the
         # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'");
@@ -135,9 +143,29 @@ _SHELL_JOB_SIGNAL = next(rule for rule in P.ERROR_LINES if rule.name == "shell-j
 _ACCESS_VIOLATION = re.compile(r"^exception: access violation\b")
 
 
+def _unloaded_component(best: Group, unloaded: Sequence[tuple[Found, str]]) -> Group | None:
+    """An error that needs a component the log said earlier could not be imported or
+    loaded ("NotImplementedError: Sharded Llama requires Flash Attention enabled models"
+    after "Could not import Flash Attention enabled models: GPU with CUDA capability 7 0
+    is not supported"): the engine went on without it, and that line says why it is
+    missing. The error must name the component; None when no such line does."""
+    event = best.first.event
+    if not unloaded or not best.tier.startswith("root") or not event.message:
+        return None
+    line, message = event.line_number or 0, event.message.lower()
+    for item, what in unloaded:
+        name = what.lower()
+        if (item.event.line_number or 0) < line and len(name) >= 4 and re.search(
+                rf"(?<!\w){re.escape(name)}(?!\w)", message):
+            reason = f"{event.exception or 'the error'} needs {what}, which this line says could not be loaded"
+            return Group(item, "root-line", reason, [], 1)
+    return None
+
+
+_NCCL_RESULT = re.compile(r"nccl[A-Z]\w*Error$")
 # An error that gives only a library's result code (`nixlBackendError: NIXL_ERR_BACKEND`)
 _RESULT_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_STATEMENT_KINDS = frozenset({"log_error", "native", "cpp"})
+_STATEMENT_KINDS = frozenset({"log_error", "native", "cpp", "ucx"})
 _STATEMENT_LINES = 60  # how far above the code the library's own statement may be
 
 
@@ -147,17 +175,35 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
     "unhandled system error (run with NCCL_DEBUG=INFO for details)" after its `NCCL WARN`
     lines (printed without the process's prefix), an exception whose message is a code
     (`NIXL_ERR_BACKEND`) after the library's ERROR lines of the same process. The first
-    such statement; None when the log holds none."""
+    such statement, an error before a warning; None when the log holds none."""
     event = best.first.event
     line = event.line_number or 0
-    if best.tier == "cascade" and "NCCL_DEBUG=INFO for details" in event.message:
-        return next((g for g in groups if g.first.event.kind == "nccl" and g.tier == "cascade"
-                     and (g.first.event.line_number or 0) < line), None)
+    if best.tier == "cascade" and ("NCCL_DEBUG=INFO for details" in event.message
+                                   or event.message.startswith("NCCL error")):
+        warned = next((g for g in groups if g.first.event.kind == "nccl" and g.tier == "cascade"
+                       and (g.first.event.line_number or 0) < line), None)
+        if warned is not None:
+            return warned
+        # torch prints NCCL's result and its last error right under its own error
+        # ("ncclSystemError: ... / Last error: / <what failed>"): that says what failed
+        below = min((g for g in groups if g is not best and g.first.event.process == event.process
+                     and (g.first.event.line_number or 0) > line),
+                    key=lambda g: g.first.event.line_number or 0, default=None)
+        if below is not None and _NCCL_RESULT.match(below.first.event.exception) and "Last error:" in below.first.event.message:
+            return below
+        return None
     if best.tier.startswith("root") and _RESULT_CODE.fullmatch(event.message.strip()):
-        return next((g for g in groups if g.first.event.kind in _STATEMENT_KINDS and g is not best
-                     and g.first.event.process == event.process and not g.recovered
-                     and line - _STATEMENT_LINES <= (g.first.event.line_number or 0) < line), None)
+        stated = [g for g in groups if g.first.event.kind in _STATEMENT_KINDS and g is not best
+                  and g.first.event.process == event.process and not g.recovered
+                  and line - _STATEMENT_LINES <= (g.first.event.line_number or 0) < line]
+        # a statement of failure outranks a warning the library printed before it
+        return min(stated, key=lambda g: (_is_warning(g.first), g.first.event.line_number or 0), default=None)
     return None
+
+
+def _is_warning(found: Found) -> bool:
+    """Logged at warning level, or a warning by its own words (UCX's `WARN` line)."""
+    return found.level in ("WARN", "WARNING") or found.event.exception.lower().endswith("warning")
 
 
 def _is_crash(event: ErrorEvent) -> bool:

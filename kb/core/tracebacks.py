@@ -32,6 +32,10 @@ _TABLE_BORDER = lazy(r"^\+-[-+]*$")
 # Words a sentence states a failure with (and the pre-filter lets through).
 _FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory)\b")
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
+# "Could not import X: why", "Failed to load X with ImportError(...)": X, what went missing
+_UNLOADED = lazy(r"\b(?:[Cc]ould not|[Cc]ouldn't|[Uu]nable to|[Ff]ailed to|[Cc]annot|[Cc]an't) (?:import|load) "
+                 r"(?P<what>[\w'\"`][^:(]{2,80}?)(?::\s|\s+with\s|\s+because\s|\s*\(|\.?$)")
+_MAX_UNLOADED = 64
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
@@ -78,6 +82,9 @@ class _Stream:
     continuation_of: Found | None = None
     continuation_lines: int = 0
     continuation_layers: tuple[str, ...] = ()  # the capture layers of the line it continues
+    # the message before the last continuation line, while that line could be a code line
+    # (indented): taken back if a frame's `File` line follows it
+    before_code_line: tuple[Found, str] | None = None
     last_number: int = 0
     cpp: Found | None = None
     cpp_message_below: bool = False  # the C++ error's message is the next line
@@ -109,6 +116,10 @@ class Extractor:
     # many there were: the one such line of a log without any error is that error
     statement: Found | None = None
     statements: int = 0
+    # lines saying a component could not be imported or loaded ("Could not import Flash
+    # Attention enabled models: <why>"): the engine went on without it, and a later error
+    # that needs it is this line's consequence (kb.core.rootcause._unloaded_component)
+    unloaded: list[tuple[Found, str]] = field(default_factory=list)
 
     # ----------------------------------------------------------------------------------
     def feed(self, line: LogLine) -> None:
@@ -343,12 +354,18 @@ class Extractor:
         rewrapped = line.layers != stream.continuation_layers
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
                 or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped)):
+            if stream.before_code_line and stream.before_code_line[0] is found and stripped.startswith('File "'):
+                # the indented line was the code line of a frame another process's traceback
+                # printed in between (interleaved stderr): its File line follows, not words
+                found.event.message = stream.before_code_line[1]
             self._end_continuation(stream)
             return False
         stream.continuation_lines += 1
         if _is_boilerplate(stripped):
             return True
         event = found.event
+        code_like = not found.wraps and line.body[:4] == "    " and line.body[4:5] != " "
+        stream.before_code_line = (found, event.message) if code_like else None
         if found.wraps:  # a sentence wrapped in a column: its words go on
             event.message = f"{event.message} {stripped}".strip()
         else:
@@ -359,6 +376,7 @@ class Extractor:
     def _end_continuation(stream: _Stream) -> None:
         stream.continuation_of = None
         stream.continuation_lines = 0
+        stream.before_code_line = None
 
     # -- C++ std::terminate -----------------------------------------------------------------
     def _cpp_line(self, stream: _Stream, stripped: str, contiguous: bool) -> bool:
@@ -408,6 +426,13 @@ class Extractor:
 
     # -- everything else -----------------------------------------------------------------------
     def _plain_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> None:
+        if "ould not " in stripped or "nable to " in stripped or "ailed to " in stripped or "annot " in stripped:
+            unloaded = _UNLOADED.search(stripped)
+            if unloaded and len(self.unloaded) < _MAX_UNLOADED:
+                event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
+                                   line_number=line.number, kind="log_error")
+                self.unloaded.append((Found(event, line.level, line.timestamp, line.record, key=line.key),
+                                      unloaded["what"].strip(" '\"`")))
         terminate = _TERMINATE.search(stripped)
         if terminate:
             if stream.cpp is None or stream.cpp.event.message:

@@ -106,3 +106,15 @@ def test_a_padded_copy_that_lost_its_line_breaks_is_read_apart_and_columns_stay_
     assert unglued(rich) == [rich]
     table = "| worker-3 |                    RuntimeError |"
     assert unglued(table) == [table]
+
+
+def test_a_labeled_stream_pasted_with_its_breaks_turned_to_spaces_is_read_apart():
+    """`srun --label` output pasted into one line: the label that recurs at each former
+    line's head splits it; a label-like number that does not recur does not."""
+    lines = ["Traceback (most recent call last):", 'File "/opt/serve.py", line 10, in <module>',
+             "main()", "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0."]
+    assert unglued("3: " + " 3: ".join(lines)) == ["3: " + lines[0], *lines[1:]]
+    two = "stage 1: loading weights took 12 s, stage 1: warmup took 3 s"
+    assert unglued(two) == [two]
+    ratios = "ranks 0: 12 ms 1: 13 ms 2: 12 ms 3: 14 ms"  # labels that differ: a table, not a prefix
+    assert unglued(ratios) == [ratios]
