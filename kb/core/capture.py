@@ -19,8 +19,9 @@ how the input was split into chunks):
   joining itself is kb.core.rejoin's.
 * `peel` removes, layer by layer, the generic capture atoms (RFC 3339 timestamps, syslog
   headers, `host prog[pid]:`, CRI stream tags, compose gutters, Ray's forwarded-output
-  label, srun and MPI tags) and the learned heads. A bare timestamp followed by a level
-  word is the engine logger's own (TGI) and is left for the engine prefixes.
+  label, srun and MPI tags), the learned heads, and a bracketed name right before an
+  engine's record header. A bare timestamp followed by a level word is the engine
+  logger's own (TGI) and is left for the engine prefixes.
 
 The peeled fields (host, stream label, capture timestamp) are kept: the stream label
 demultiplexes interleaved tasks, the others are context.
@@ -423,6 +424,12 @@ def clean_parts(raw: str) -> tuple[str, str]:
     return raw, dropped
 
 
+# A bracketed name a wrapper puts before each record of the engine it runs (a pipeline's
+# `[Stage-0] `, a supervisor's `[prefill] `): a label because an engine's record header
+# follows it, whatever the name.
+_BRACKET_LABEL = re.compile(r"\[(?P<stream>[A-Za-z][\w.:/@ -]{0,40})\] ")
+
+
 def peel(raw: str, profile: Profile | None = None) -> Peeled:
     """The line as the program printed it, and what the capture said about it."""
     out = Peeled(*clean_parts(raw))
@@ -446,6 +453,11 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
                 if match is not None:
                     atom_match = (f"head:{profile.head_names[index]}", match)
                     break
+        if atom_match is None and text[:1] == "[":
+            match = _BRACKET_LABEL.match(text)
+            if (match is not None and starts_record(text[match.end():], specific=True)
+                    and not known_engine_prefix(text)):
+                atom_match = ("bracket-label", match)
         if atom_match is None:
             return out
         name, match = atom_match
