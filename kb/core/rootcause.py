@@ -190,6 +190,8 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
                      and (g.first.event.line_number or 0) > line),
                     key=lambda g: g.first.event.line_number or 0, default=None)
         if below is not None and _NCCL_RESULT.match(below.first.event.exception) and "Last error:" in below.first.event.message:
+            if not below.first.event.frames:  # the same exception's text goes on: its frames
+                below.first.event.frames = event.frames
             return below
         return None
     if best.tier.startswith("root") and _RESULT_CODE.fullmatch(event.message.strip()):
