@@ -81,6 +81,9 @@ def _labeled_message(expected: str) -> str:
     return parse_line(0, text).body or text
 
 
+_TYPE_HEAD = re.compile(r"[A-Za-z_]\w*(?:Error|Exception|Warning)\s*:\s*$")
+
+
 def message_matches(got: str, expected: str) -> bool:
     a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _labeled_message(expected))
     a, b = _LOG_TAG.sub("", _LOCATION.sub("", a)), _LOG_TAG.sub("", _LOCATION.sub("", b))
@@ -88,6 +91,8 @@ def message_matches(got: str, expected: str) -> bool:
         return True
     if min(len(a), len(b)) >= 20 and (a.startswith(b) or b.startswith(a) or a.endswith(b)):
         return True  # the same line, cut by the labeler, or behind its callers' prefixes
+    if len(a) >= 20 and b.endswith(a) and not _TYPE_HEAD.search(b[:-len(a)]):
+        return True  # the label kept the line's head (a location, a shell's "line 40: 7"), not a type
     if len(b) >= 40 and b in a:
         return True  # ... or both: a wrapper's words before it, the labeler's cut after it
     elided = _ELISION.split(b, 1)[0]  # a label that abbreviates a long message: "{'a', 'b', ...}"

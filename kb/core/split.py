@@ -86,6 +86,6 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
 _LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "C": "CRITICAL", "WARN": "WARNING",
            "FATAL": "CRITICAL", "error": "ERROR", "Error": "ERROR", "fatal error": "CRITICAL", "Fatal error": "CRITICAL",
            "warning": "WARNING", "Warning": "WARNING", "info": "INFO", "debug": "DEBUG", "trace": "DEBUG",
-           "critical": "CRITICAL"}
+           "critical": "CRITICAL", "SUCCESS": "INFO"}
 
 _PREFIXES_BY_FIRST, _PREFIXES_ANY_START = by_first_char(PREFIXES)

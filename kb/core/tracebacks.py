@@ -36,6 +36,7 @@ _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _confi
 _UNLOADED = lazy(r"\b(?:[Cc]ould not|[Cc]ouldn't|[Uu]nable to|[Ff]ailed to|[Cc]annot|[Cc]an't) (?:import|load) "
                  r"(?P<what>[\w'\"`][^:(]{2,80}?)(?::\s|\s+with\s|\s+because\s|\s*\(|\.?$)")
 _MAX_UNLOADED = 64
+_ERRNO_TEXT = lazy(r"\[Errno -?\d+\] \S")  # str() of an OSError
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
@@ -522,7 +523,10 @@ class Extractor:
             return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 and _says_something(stripped) or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
-            event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
+            # "[Errno 98] ..." is how an OSError prints itself: a logger that logged only
+            # str(exc) (uvicorn's bind failure) still names its type
+            exception = "OSError" if _ERRNO_TEXT.match(stripped) else LOGGED_ERROR
+            event = ErrorEvent(exception=exception, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
             found = Found(event, line.level, line.timestamp, line.record, wraps=line.wraps)
             self._add(stream, found)

@@ -112,3 +112,12 @@ def test_an_error_line_that_repeats_its_kind_matches_a_label_without_it():
     root = SimpleNamespace(exception="CUDA error", message="CUDA error: out of memory", kind="cuda", truncated=False)
     assert _root_matches(root, {"exception": "CUDA error", "message": "out of memory"}) == (True, True)
     assert _root_matches(root, {"exception": "CUDA error", "message": "an illegal memory access was encountered"})[1] is False
+
+
+def test_a_line_head_kept_by_either_side_matches_as_a_suffix_either_way():
+    """The label may keep what the answer peeled (a shell's "line 40: 7", a "CUDA error 209
+    at file:line" location) and the answer may keep a caller's prefix the label dropped."""
+    tail = "Illegal instruction ./main --model /models/7B/ggml-model-q4_0.bin"
+    assert message_matches(tail, "/app/tools.sh: line 40: 7 " + tail)
+    assert message_matches("/app/tools.sh: line 40: 7 " + tail, tail)
+    assert not message_matches("no kernel image", "CUDA error 209 at ggml-cuda.cu:6701: no kernel image")  # too short
