@@ -55,6 +55,10 @@ class Prefix:
 
 _SOURCE_START = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789./_"
 
+# the head of a "time | LEVEL | ..." record (loguru, FastChat)
+_PIPE_TIME = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*"
+_PIPE_LEVELS = r"TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL"
+
 PREFIXES: tuple[Prefix, ...] = (
     Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
            "[2025-06-13 09:59:00 TP3] Scheduler hit an exception: x",
@@ -141,15 +145,14 @@ PREFIXES: tuple[Prefix, ...] = (
            "ERROR serve_adapter: startup failed, exiting with status 1",
            "loggers that print only the level before the message (after a capture timestamp, uvicorn)",
            header=True, starts="DIWECF"),
-    Prefix("pipe-fields-redirect", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL)\s*\|\s*(?P<src>stderr|stdout)\s*\|\s"),
+    Prefix("pipe-fields-redirect", _r(_PIPE_TIME + r"(?:" + _PIPE_LEVELS + r")\s*\|\s*(?P<src>stderr|stdout)\s*\|\s"),
            "2023-04-01 09:04:18 | ERROR | stderr | Loading checkpoint shards: 100%|##########| 2/2 [00:15<00:00,  7.61s/it]",
            "a logger that re-logs a redirected stream (FastChat's stderr, all at ERROR): that level is the "
            "stream's, not the message's, so it is not kept; the message's own level word decides",
            header=True, starts='0123456789'),
-    Prefix("pipe-fields", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL)\s*\|\s*(?P<src>[^|\s][^|]{0,80}?)\s*(?:\| | - )"),
-           "2023-04-01 09:04:18 | ERROR | stderr | ERROR:    [Errno 99] error while attempting to bind on address",
-           "loguru's default and FastChat's logger: time | LEVEL | name or module:function:line, then "
-           "the message; FastChat tags every stderr line ERROR, so the message's own level decides",
+    Prefix("pipe-fields", _r(_PIPE_TIME + r"(?P<level>" + _PIPE_LEVELS + r")\s*\|\s*(?P<src>[^|\s][^|]{0,80}?)\s*(?:\| | - )"),
+           "2024-05-01 10:00:05.456 | ERROR    | app.server:start:57 - Failed to load model: CUDA out of memory",
+           "loguru's default and FastChat's logger: time | LEVEL | name or module:function:line, then the message",
            header=True, starts='0123456789'),
     Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)?"),
            "2024-01-01 10:00:00.123 ERROR something failed",
@@ -488,6 +491,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "ROCm's runtime (HSA) reports a kernel's bad GPU memory access and aborts the process: AMD's "
          "illegal memory access, printed without the process's prefix and with no Python traceback",
          exception="GPU memory access fault", role="root", kind="native", anchors=("Memory access fault by GPU",)),
+    Rule("hsa-queue-abort",
+         _r(r"\bQueue 0x[0-9a-fA-F]+ aborting with error : (?P<exc>HSA_STATUS_ERROR_\w+):? ?(?P<msg>.*)$"),
+         ":0:rocdevice.cpp            :3675: 2139490044663 us:  Callback: Queue 0x7ee7b4200000 aborting with error : "
+         "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest legal address. code: 0x29",
+         "ROCm's runtime aborts a GPU queue on a kernel's fault and names it by its HSA status (an "
+         "aperture violation, an illegal instruction, out of resources); the kernel's name follows",
+         role="root", kind="native", anchors=("aborting with error : HSA_STATUS",)),
     Rule("fatal-abort",
          _r(r"(?P<msg>Fatal Python error: Aborted.*)$"),
          "Fatal Python error: Aborted",
