@@ -205,7 +205,7 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
 
 def _is_warning(found: Found) -> bool:
     """Logged at warning level, or a warning by its own words (UCX's `WARN` line)."""
-    return found.level in ("WARN", "WARNING") or found.event.exception.lower().endswith("warning")
+    return found.level == "WARNING" or found.event.exception.lower().endswith("warning")
 
 
 def _is_crash(event: ErrorEvent) -> bool:

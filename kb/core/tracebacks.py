@@ -36,7 +36,6 @@ _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _confi
 _UNLOADED = lazy(r"\b(?:[Cc]ould not|[Cc]ouldn't|[Uu]nable to|[Ff]ailed to|[Cc]annot|[Cc]an't) (?:import|load) "
                  r"(?P<what>[\w'\"`][^:(]{2,80}?)(?::\s|\s+with\s|\s+because\s|\s*\(|\.?$)")
 _MAX_UNLOADED = 64
-_ERRNO_TEXT = lazy(r"\[Errno -?\d+\] \S")  # str() of an OSError
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
@@ -430,10 +429,7 @@ class Extractor:
         if "ould not " in stripped or "nable to " in stripped or "ailed to " in stripped or "annot " in stripped:
             unloaded = _UNLOADED.search(stripped)
             if unloaded and len(self.unloaded) < _MAX_UNLOADED:
-                event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
-                                   line_number=line.number, kind="log_error")
-                self.unloaded.append((Found(event, line.level, line.timestamp, line.record, key=line.key),
-                                      unloaded["what"].strip(" '\"`")))
+                self.unloaded.append((_line_as_error(line, stripped), unloaded["what"].strip(" '\"`")))
         terminate = _TERMINATE.search(stripped)
         if terminate:
             if stream.cpp is None or stream.cpp.event.message:
@@ -525,7 +521,7 @@ class Extractor:
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             # "[Errno 98] ..." is how an OSError prints itself: a logger that logged only
             # str(exc) (uvicorn's bind failure) still names its type
-            exception = "OSError" if _ERRNO_TEXT.match(stripped) else LOGGED_ERROR
+            exception = "OSError" if _OS_ERROR_TEXT.match(stripped) else LOGGED_ERROR
             event = ErrorEvent(exception=exception, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
             found = Found(event, line.level, line.timestamp, line.record, wraps=line.wraps)
@@ -536,9 +532,7 @@ class Extractor:
         elif line.level is None and _FAILURE_STATEMENT.search(stripped):
             self.statements += 1
             if self.statement is None:
-                event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
-                                   line_number=line.number, kind="log_error")
-                self.statement = Found(event, line.level, line.timestamp, line.record, key=line.key)
+                self.statement = _line_as_error(line, stripped)
 
     def _c10_message(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
         """A c10::Error's text ends with 'Exception raised from f at file:line (most recent
@@ -973,6 +967,13 @@ _QUOTED_WORDS = 3  # a quoted text this long states an error ('None' or 'CUDA' d
 
 
 _QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)
+
+
+def _line_as_error(line: LogLine, stripped: str) -> Found:
+    """A log line without an exception, held as an error the root-cause choice may take."""
+    event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
+                       line_number=line.number, kind="log_error")
+    return Found(event, line.level, line.timestamp, line.record, key=line.key)
 
 
 def _label(line: LogLine) -> str | None:
