@@ -47,7 +47,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
 # program's escaped string (`\033[`, `\x1b[`, `\e[`, `\u001b[`). They take columns (a
 # terminal showed them), so they are read off the text, not off its width.
 _ESCAPED_ANSI = re.compile(r"(?:#033|\^\[|\\033|\\x1[bB]|\\e|\\u001[bB])\[[0-9;]*[A-Za-z]")
-_ESCAPED_ESC = ("#033[", "^[[", "\\033[", "\\x1b[", "\\x1B[", "\\e[", "\\u001b[", "\\u001B[")
+ESCAPED_ESC = ("#033[", "^[[", "\\033[", "\\x1b[", "\\x1B[", "\\e[", "\\u001b[", "\\u001B[")
+# Colour codes whose invisible ESC byte a paste dropped (GitHub, a web page): `[1;36m(EngineCore
+# pid=1)[0;0m ERROR ...`. Read off only on a line that holds a reset code, the one every
+# coloured span ends with, so a bracketed text elsewhere is never touched. They take no
+# column, as the codes they were: a pasted log was never cut by a terminal, and a line of
+# the right length only because of them must not read as cut.
+_LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+_LOST_RESETS = ("[0m", "[0;0m", "[39m", "[22m")
 # A progress bar the next output was glued to (no newline after tqdm's last refresh):
 # " 50%|█████     | 4/8 [02:10<02:22, 35.73s/it]Killed"
 _GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
@@ -334,7 +341,7 @@ def continues(text: str, width: int) -> bool:
     """In a copy wrapped at `width`, does this line go on on the next one? A cut may fall
     on a space; a table border ends its own line. Width as the terminal shows the line
     (colour codes take no column)."""
-    if "\x1b" in text or "\r" in text:
+    if "\x1b" in text or "\r" in text or _lost_esc(text):
         text = shown(text)
     return len(text) == width and not _ends_with_border(text)
 
@@ -392,12 +399,21 @@ def _shown(raw: str) -> tuple[str, str]:
     """(what a terminal shows, the last text a carriage return overwrote)."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
+    if _lost_esc(raw):
+        raw = _LOST_ESC.sub("", raw)
     if "\r" in raw:
         raw = raw.rstrip("\r")
         if "\r" in raw:
             parts = [p for p in raw.split("\r") if p.strip()]
             return (parts[-1], parts[-2]) if len(parts) > 1 else (parts[-1] if parts else "", "")
     return raw, ""
+
+
+def _lost_esc(raw: str) -> bool:
+    """Colour codes without their ESC byte on the line (an ESC written out as text,
+    `#033[0m`, is clean_parts' to read off)."""
+    return ("m" in raw and any(reset in raw for reset in _LOST_RESETS)
+            and not any(escaped in raw for escaped in ESCAPED_ESC))
 
 
 def clean(raw: str) -> str:
@@ -411,7 +427,7 @@ def clean_parts(raw: str) -> tuple[str, str]:
     writer glued to it or a carriage return overwrote). The bar is not the line's
     message, but it says how far the launch had got when the line was printed."""
     raw, dropped = _shown(raw)
-    if "[" in raw and any(escaped in raw for escaped in _ESCAPED_ESC):
+    if "[" in raw and any(escaped in raw for escaped in ESCAPED_ESC):
         raw = _ESCAPED_ANSI.sub("", raw)
     if raw[:1] == "`" and "`" not in raw.lstrip("`").rstrip().rstrip("`"):
         # a line pasted as markdown code: `RuntimeError: ...` (not one that only opens with

@@ -49,6 +49,11 @@ _CODE_SLOTS = (
     ("collective", re.compile(r"\bSeqNum=(<first>|<n>)")),  # the first one, or a later one
     ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
                               re.I)),
+    # The operating system's reason after an errno, however the error prints it
+    # (`[Errno <n>] Address already in use`, `(errno: <n> - Permission denied)`,
+    # `errno=<n> Connection refused`): one bind failing on a taken port and one on a
+    # privileged port read alike but for these words. The number is normalized away.
+    ("OS error", re.compile(r"\b[Ee]rrno\]?[:=]? ?<n>\]?(?: -)? ([A-Za-z][A-Za-z' ]*[A-Za-z])")),
 )
 _ENGINE_DIFFERS = 0.12
 _PHASE_DIFFERS = 0.05  # a soft term: phase guesses are often wrong, and the hash no longer splits by phase

@@ -208,8 +208,10 @@ NATIVE_FRAME = _r(r"^(?:PC: )?@\s+0x[0-9a-fA-F]+\s+(?:\d+\s+)?(?P<func>\S.*?)\s*
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
-# "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg"
-EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|[a-z]+[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?)(?::(?: (?P<msg>.*))?)?$")
+# "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg";
+# TensorFlow re-raises a graph op's error as "UnknownError (see above for traceback): msg"
+EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|[a-z]+[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?)"
+                    r"(?: \(see above for traceback\))?(?::(?: (?P<msg>.*))?)?$")
 # Outside a traceback a bare "Name: text" is only an exception when it is named like one.
 EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$")
 # An exception named anywhere in a line: "Name: message" or the repr form "Name('message')".
@@ -304,10 +306,11 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a kernel was not built for this GPU's compute capability",
          exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image",)),
     Rule("cuda-error-line",
-         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?error\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
+         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
          "a C/C++ library's CUDA check: the CUDA error name or code says what failed",
-         exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error")),
+         exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error",
+                  "CUDA Error", "CUDA ERROR", "CUDA driver Error", "CUDA runtime Error", "CUDA driver ERROR", "CUDA runtime ERROR")),
     Rule("accelerator-error-line",
          _r(r"(?P<msg>(?<![\w.])(?P<exc>(?:ROCm|HIP|CANN|MUSA|SYCL) error): \S.*)$"),
          "ROCm error: invalid device function",
@@ -514,6 +517,15 @@ ERROR_LINES: tuple[Rule, ...] = (
          "node1:4242:4300 [3] NCCL WARN Cuda failure 'out of memory'",
          "NCCL warnings usually follow an earlier trigger on some rank: a cascade",
          exception="NCCL error", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
+    Rule("nccl-call-failed",
+         _r(r"(?P<msg>(?:\bnccl[A-Z]\w* failed|\bNCCL (?:error|failure)):? .*?\b(?:unhandled (?:cuda|system) error|"
+            r"internal error|invalid (?:usage|argument)|remote process exited).*)$"),
+         "horovod/common/ops/nccl_operations.cc:41] NCCL error: ncclCommInitRank failed: unhandled cuda error",
+         "an NCCL call's result as a C++ caller prints it (Horovod, custom all-reduce): NCCL's own WARN "
+         "lines, when logged, say what failed under it",
+         exception="NCCL error", role="cascade", kind="nccl",
+         anchors=(" failed: unhandled", " failed: internal", " failed: invalid", " failed: remote",
+                  "NCCL error", "NCCL failure")),
     Rule("ucx-log-error",
          _r(r"\bUCX\s+ERROR\s+(?P<msg>\S.*)$"),
          "[1746690477.974497] [llm206:611  :0]     ucp_context.c:1268 UCX  ERROR cuIpcOpenMemHandle failed",

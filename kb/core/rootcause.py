@@ -51,6 +51,10 @@ _CONFIDENCE = {
     "cascade": 0.6, "log_error": 0.45, "truncated": 0.35, "symptom": 0.3, "benign": 0.1,
 }
 _BAD_CHAIN_START = {"StopIteration", "CancelledError", "Empty", "TimeoutError", "KeyboardInterrupt"}
+# Errors of the handling code itself: raised while handling another error they say
+# nothing about it (a catch-all writing the traceback to a `sys.stderr` that is None
+# raises AttributeError), so they are never that error's diagnosis.
+_HANDLER_BUGS = {"AttributeError", "TypeError", "NameError", "UnboundLocalError", "KeyError", "IndexError"}
 
 
 @dataclass(slots=True)
@@ -362,7 +366,8 @@ def _mark_diagnosed(found: list[Found]) -> set[int]:
         origin = item.chained_from
         if origin is None or item.event.truncated:
             continue
-        if item.chain_kind != "cause" and not _raised_in_handler(item.event, origin.event):
+        if item.chain_kind != "cause" and (not _raised_in_handler(item.event, origin.event)
+                                           or item.event.exception.rsplit(".", 1)[-1] in _HANDLER_BUGS):
             continue
         text = f"{item.event.exception}: {item.event.message}"
         if scan.first_rule(P.SYMPTOMS, text) or len(item.event.message) < 30:

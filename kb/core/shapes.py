@@ -22,9 +22,11 @@ import random
 import re
 import time
 
+from kb.core.capture import ESCAPED_ESC
+
 SHAPES: tuple[str, ...] = (
     "compose", "docker-json", "cri", "kubectl-timestamps", "journald", "syslog-5424",
-    "syslog-3164", "srun", "mpirun", "ray", "quote", "ansi", "crlf", "wrap-80", "wrap-120",
+    "syslog-3164", "srun", "mpirun", "ray", "quote", "ansi", "ansi-pasted", "crlf", "wrap-80", "wrap-120",
 )
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -45,6 +47,7 @@ _LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _LEVEL_COLOUR = {"DEBUG": "37", "INFO": "32", "WARNING": "33", "WARN": "33", "ERROR": "31",
                  "CRITICAL": "35", "FATAL": "1;31"}
 _SGR = re.compile(r"\x1b\[[0-9;]*m|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_LOST_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 
 
 def _iso(ns: int, digits: int | None) -> str:
@@ -200,7 +203,11 @@ def _wrap(width: int):
 
 
 def _shown(line: str) -> str:
+    """What a terminal showed of a line. Colour codes whose ESC a paste dropped count as
+    the codes they were: the wrapped copy of a pasted log is the coloured log's copy."""
     line = _SGR.sub("", line)
+    if "[0" in line and not any(escaped in line for escaped in ESCAPED_ESC):  # ESC as text shows
+        line = _LOST_SGR.sub("", line)
     if "\r" in line:
         parts = [part for part in line.split("\r") if part]
         line = parts[-1] if parts else ""
@@ -231,6 +238,8 @@ _SHAPERS = {
     # quoted in a markdown reply (GitHub's "Quote reply", forums): an empty line is a bare '>'
     "quote": _per_line(lambda cap, line: f"> {line}" if line else ">"),
     "ansi": _per_line(_ansi),
+    # the same colours pasted into a bug report or a web page, which drop the invisible ESC byte
+    "ansi-pasted": _per_line(lambda cap, line: _ansi(cap, line).replace("\x1b", "")),
     "crlf": lambda cap, lines, open_last: [
         line if line.endswith("\r") or (open_last and i == len(lines) - 1) else line + "\r"
         for i, line in enumerate(lines)],

@@ -32,9 +32,10 @@ _TABLE_BORDER = lazy(r"^\+-[-+]*$")
 # Words a sentence states a failure with (and the pre-filter lets through).
 _FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory)\b")
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
-# "Could not import X: why", "Failed to load X with ImportError(...)": X, what went missing
+# "Could not import X: why", "Failed to load X with ImportError(...)": X, what went missing.
+# Only with its reason: a bare "Failed to load model" says less than the error after it.
 _UNLOADED = lazy(r"\b(?:[Cc]ould not|[Cc]ouldn't|[Uu]nable to|[Ff]ailed to|[Cc]annot|[Cc]an't) (?:import|load) "
-                 r"(?P<what>[\w'\"`][^:(]{2,80}?)(?::\s|\s+with\s|\s+because\s|\s*\(|\.?$)")
+                 r"(?P<what>[\w'\"`][^:(]{2,80}?)(?::\s+\S|\s+with\s|\s+because\s|\s*\()")
 _MAX_UNLOADED = 64
 _WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kb.core.capture import peel
+from kb.core.capture import clean, peel
 
 
 @pytest.mark.parametrize("level", ["ERROR", " WARN", " INFO", "DEBUG"])
@@ -29,3 +29,20 @@ def test_a_bracketed_name_before_an_engine_record_is_that_records_process_label(
                  "[TRT-LLM] [RANK 0] [E] Assertion failed: mpiSize == tp * pp",
                  "[Stage-0] starting the diffusion worker"):
         assert peel(text).layers == () and peel(text).text == text
+
+
+@pytest.mark.parametrize("pasted,shown", [
+    ("[1;36m(EngineCore_DP0 pid=7)[0;0m ERROR 11-30 14:05:40 [core.py:842] [32mready[0m",
+     "(EngineCore_DP0 pid=7) ERROR 11-30 14:05:40 [core.py:842] ready"),
+    ("[TM][[31mERROR[0m] CUDA runtime error: out of memory", "[TM][ERROR] CUDA runtime error: out of memory"),
+])
+def test_colour_codes_a_paste_dropped_the_escape_byte_of_are_read_off(pasted, shown):
+    assert clean(pasted) == shown
+
+
+@pytest.mark.parametrize("text", [
+    "tensor shape [3m x 4] at step 12",  # no reset code on the line: nothing was coloured
+    "[multiproc_executor.py:375] scheduled [m] [0 m]",  # no digits and `m` together: not a code
+])
+def test_text_that_only_looks_like_a_colour_code_is_kept(text):
+    assert clean(text) == text

@@ -95,6 +95,16 @@ MUST_NOT_MERGE += [
     # two errno values: a file missing and one not readable are two failures
     (_crash("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory"),
      _crash("ImportError", "libcudart.so.12: cannot open shared object file: Permission denied")),
+    # one bind, two errno reasons: a port another process holds vs a privileged port
+    (_crash("torch.distributed.DistNetworkError",
+            "The server socket has failed to listen on any local network address. The server socket has failed "
+            "to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed to bind "
+            "to 0.0.0.0:29500 (errno: 98 - Address already in use).", engine="pytorch"),
+     _crash("torch.distributed.DistNetworkError",
+            "The server socket has failed to listen on any local network address. The server socket has failed "
+            "to bind to [::]:80 (errno: 13 - Permission denied). The server socket has failed to bind "
+            "to 0.0.0.0:80 (errno: 13 - Permission denied).", engine="pytorch")),
+    (_crash("OSError", "[Errno 98] Address already in use"), _crash("OSError", "[Errno 99] Cannot assign requested address")),
     # two wrappers carrying other errors
     (_crash("Exception", "Capture cuda graph failed: RuntimeError: CUDA error: out of memory"),
      _crash("Exception", "Capture cuda graph failed: RuntimeError: Cannot call CUDAGeneratorImpl::current_seed "
