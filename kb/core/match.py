@@ -54,6 +54,7 @@ _CODE_SLOTS = (
     # `errno=<n> Connection refused`): one bind failing on a taken port and one on a
     # privileged port read alike but for these words. The number is normalized away.
     ("OS error", re.compile(r"\b[Ee]rrno\]?[:=]? ?<n>\]?(?: -)? ([A-Za-z][A-Za-z' ]*[A-Za-z])")),
+    ("OS error", re.compile(r"\bname: (E[A-Z]{3,})\b")),  # torch 2.4+: `code: -98, name: EADDRINUSE`
 )
 _ENGINE_DIFFERS = 0.12
 _PHASE_DIFFERS = 0.05  # a soft term: phase guesses are often wrong, and the hash no longer splits by phase

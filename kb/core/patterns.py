@@ -909,7 +909,7 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     # (not the executor's own frames, `_init_executor`: its workers load the weights while
     # it waits, so they say nothing of how far the workers got)
     (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"
-        r"|initialize_ray_cluster"), "startup"),
+        r"|initialize_ray_cluster|init_process_group|rendezvous|_create_c10d_store"), "startup"),
     (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
 )
 
@@ -922,7 +922,7 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
         r"|does not recognize this architecture"), "config"),
-    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 

@@ -105,6 +105,12 @@ MUST_NOT_MERGE += [
             "to bind to [::]:80 (errno: 13 - Permission denied). The server socket has failed to bind "
             "to 0.0.0.0:80 (errno: 13 - Permission denied).", engine="pytorch")),
     (_crash("OSError", "[Errno 98] Address already in use"), _crash("OSError", "[Errno 99] Cannot assign requested address")),
+    (_crash("torch.distributed.DistNetworkError",
+            "The server socket has failed to listen on any local network address. port: 29400, useIpv6: 0, "
+            "code: -98, name: EADDRINUSE, message: address already in use", engine="pytorch"),
+     _crash("torch.distributed.DistNetworkError",
+            "The server socket has failed to listen on any local network address. port: 80, useIpv6: 0, "
+            "code: -13, name: EACCES, message: permission denied", engine="pytorch")),
     # two wrappers carrying other errors
     (_crash("Exception", "Capture cuda graph failed: RuntimeError: CUDA error: out of memory"),
      _crash("Exception", "Capture cuda graph failed: RuntimeError: Cannot call CUDAGeneratorImpl::current_seed "
