@@ -226,13 +226,19 @@ _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "Runtim
                  "AcceleratorError": "RuntimeError"}
 
 
+# NCCL's result as its binding names it (ncclSystemError, ncclInvalidUsage): the kind
+# "NCCL error" a C++ caller's line gets is any of them.
+_NCCL_RESULT_NAME = re.compile(r"nccl[A-Z]\w*$")
+
+
 def exception_similarity(a: str, b: str) -> float:
     """100 for one type (a moved module or namespace is the same type, so is a type a
     library split off its old base; a native error's kind is the Python exception that
     surfaces it), else 0."""
     a, b = canonical_exception(a), canonical_exception(b)
     if a and (a == b or _RETYPED_FROM.get(a) == b or _RETYPED_FROM.get(b) == a
-              or any(a in kinds and b in kinds for kinds in _SURFACES_AS)):
+              or any(a in kinds and b in kinds for kinds in _SURFACES_AS)
+              or {a, b} & {"NCCL error"} and (_NCCL_RESULT_NAME.match(a) or _NCCL_RESULT_NAME.match(b))):
         return 100.0
     return 0.0
 

@@ -208,18 +208,23 @@ NATIVE_FRAME = _r(r"^(?:PC: )?@\s+0x[0-9a-fA-F]+\s+(?:\d+\s+)?(?P<func>\S.*?)\s*
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
-# "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg";
+# NCCL's results whose names do not end in Error (ncclResult_t): torch prints them like
+# the others ("ncclInvalidUsage: This usually reflects invalid usage of NCCL library.")
+NCCL_RESULTS_NOT_ERROR = r"nccl(?:InvalidArgument|InvalidUsage|InProgress)"
+# "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg",
+# a JVM's nested class "org.apache.tvm.Base$TVMError: msg";
 # TensorFlow re-raises a graph op's error as "UnknownError (see above for traceback): msg"
-EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z_]\w*|[a-z]+[A-Z]\w*(?:Error|Exception))(?:\([\w.]+\))?)"
+EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*\$)?(?:[A-Z_]\w*|[a-z]+[A-Z]\w*(?:Error|Exception)|" + NCCL_RESULTS_NOT_ERROR
+                    + r")(?:\([\w.]+\))?)"
                     r"(?: \(see above for traceback\))?(?::(?: (?P<msg>.*))?)?$")
 # Outside a traceback a bare "Name: text" is only an exception when it is named like one.
-EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$")
+EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$|^" + NCCL_RESULTS_NOT_ERROR + "$")
 # An exception named anywhere in a line: "Name: message" or the repr form "Name('message')".
 # The name ends like an exception class (a module path or a C++ namespace before it), or
 # is a class of an `errors` / `exceptions` module (triton.runtime.errors.OutOfResources);
 # C libraries' bindings name them lower camel case first (ncclXxxError, nixlBackendError).
 EXCEPTION_MENTION = _r(
-    r"(?<![\w.])(?<!::)(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*|[a-z]+[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
+    r"(?<![\w.])(?<!::)(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*\$)?(?:[A-Z]\w*|[a-z]+[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
     r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
@@ -518,11 +523,11 @@ ERROR_LINES: tuple[Rule, ...] = (
          "NCCL warnings usually follow an earlier trigger on some rank: a cascade",
          exception="NCCL error", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
     Rule("nccl-call-failed",
-         _r(r"(?P<msg>(?:\bnccl[A-Z]\w* failed|\bNCCL (?:error|failure)):? .*?\b(?:unhandled (?:cuda|system) error|"
+         _r(r"(?P<msg>(?:\bnccl[A-Z]\w* failed|\bNCCL (?:error|failure)(?! in: )):? .*?\b(?:unhandled (?:cuda|system) error|"
             r"internal error|invalid (?:usage|argument)|remote process exited).*)$"),
          "horovod/common/ops/nccl_operations.cc:41] NCCL error: ncclCommInitRank failed: unhandled cuda error",
          "an NCCL call's result as a C++ caller prints it (Horovod, custom all-reduce): NCCL's own WARN "
-         "lines, when logged, say what failed under it",
+         "lines, when logged, say what failed under it (torch's `NCCL error in: <file>` is its exception's text)",
          exception="NCCL error", role="cascade", kind="nccl",
          anchors=(" failed: unhandled", " failed: internal", " failed: invalid", " failed: remote",
                   "NCCL error", "NCCL failure")),
@@ -922,7 +927,7 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
         r"|does not recognize this architecture"), "config"),
-    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|^nccl[A-Z]\w+$|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 

@@ -166,7 +166,7 @@ def _unloaded_component(best: Group, unloaded: Sequence[tuple[Found, str]]) -> G
     return None
 
 
-_NCCL_RESULT = re.compile(r"nccl[A-Z]\w*Error$")
+_NCCL_RESULT = re.compile(rf"(?:nccl[A-Z]\w*Error|{P.NCCL_RESULTS_NOT_ERROR})$")
 # An error that gives only a library's result code (`nixlBackendError: NIXL_ERR_BACKEND`)
 _RESULT_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _STATEMENT_KINDS = frozenset({"log_error", "native", "cpp", "ucx"})

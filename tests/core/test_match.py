@@ -259,6 +259,14 @@ def test_a_native_error_and_the_python_exception_that_carries_its_text_are_one_t
     assert score(_crash("dynamic loader error", text), _crash("ValueError", text), WEIGHTS).status != "known"
 
 
+def test_an_nccl_error_line_and_the_result_name_torch_prints_are_one_kind():
+    """A C++ caller's "NCCL error" line and torch's `ncclInvalidUsage: ...` name one NCCL
+    result; two results NCCL tells apart stay apart."""
+    text = "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1b000"
+    assert score(_crash("NCCL error", text), _crash("ncclInvalidUsage", text), WEIGHTS).status == "known"
+    assert score(_crash("ncclSystemError", text), _crash("ncclInvalidUsage", text), WEIGHTS).status != "known"
+
+
 def test_a_printed_record_of_the_run_is_compared_by_its_type_not_its_fields():
     """torch prints the stalled collective as WorkNCCL(SeqNum=.., OpType=.., NumelIn=..):
     releases add fields, and which collective stalled is this run's, not the crash's."""
