@@ -8,7 +8,9 @@ import re
 # A leading tag that says where the error happened, not what it is: `[Rank <n>] `,
 # `[PG <n> Rank <n>] ` and torch 2.5's `[PG ID <n> PG GUID <n>(default_pg) Rank <n>] ` name
 # one locator three ways. A tag holding a placeholder is a locator; `[TM][ERROR]` is not.
-_LOCATOR_TAG = re.compile(r"^(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
+# TensorRT's record puts its error code before its site (`2: [virtualMemoryBuffer.cpp::
+# resizePhysical::140] Error Code 2: ...`) in some releases: the code is said again after.
+_LOCATOR_TAG = re.compile(r"^(?:<n>: (?=\[))?(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
 # A sentence repeated with other values (torch's OOM lists "Process <n> has <size> memory
 # in use." once per process on the GPU): how many times is the run's detail, not the error.
 _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
@@ -29,14 +31,18 @@ _VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
 _WRAPPING_CLAUSE = re.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
 
 
+# A detail in parentheses that says there is none (TensorRT's "(no further information)").
+_NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
+
+
 def comparable(template: str) -> str:
     """The part of a message template that identifies the error, for comparing two of them
     (the hash keeps the template as it is): without leading locator tags, with a printed
-    record's fields and asides that report values left out, with a sentence repeated for
-    each process or rank kept once, and without a clause that only says the error
-    stopped something."""
+    record's fields and asides that report values left out (or say there is no detail),
+    with a sentence repeated for each process or rank kept once, and without a clause
+    that only says the error stopped something."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
-    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", view))
+    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", view)))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 
 

@@ -187,9 +187,9 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
 
 
 def _detail_added(short: str, long: str) -> bool:
-    """`long` is `short` and then a clause of detail (after ": ", "; " or a sentence end),
-    and `short` says enough on its own (more terms than a generic message)."""
-    return (len(long) > len(short) and long.startswith(short) and long[len(short):len(short) + 2] in (": ", "; ", ". ")
+    """`long` is `short` and then a clause of detail (after ": ", "; ", a sentence end or in
+    parentheses), and `short` says enough on its own (more terms than a generic message)."""
+    return (len(long) > len(short) and long.startswith(short) and long[len(short):len(short) + 2] in (": ", "; ", ". ", " (")
             and len(terms(short)) > _GENERIC_TERMS)
 
 

@@ -865,10 +865,12 @@ PHASE_MARKERS: tuple[Rule, ...] = (
                                    "text_generation_launcher: Args {", "Init torch distributed begin")),
     # A launcher saying its engine never came up: whatever crashed, it crashed while
     # starting (the only stage marker that counts though printed after the crash).
-    Rule("failed-to-start", _r(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start|ShardCannotStart|waiting for llama runner to start|Server failed to start"),
-         "ERROR 07-07 15:19:51 [core.py:515] EngineCore failed to start.", "the engine never came up",
+    Rule("failed-to-start", _r(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start|ShardCannotStart|waiting for llama runner to start|Server failed to start"
+                               r"|Engine building failed"),
+         "ERROR 07-07 15:19:51 [core.py:515] EngineCore failed to start.", "the engine never came up (or, for "
+         "TensorRT-LLM, was never built)",
          phase="startup", anchors=("failed to start", "Engine core initialization failed", "ShardCannotStart",
-                                   "waiting for llama runner to start", "Server failed to start")),
+                                   "waiting for llama runner to start", "Server failed to start", "Engine building failed")),
     Rule("weight-loading", _r(r"Loading (?:safetensors |pt |)checkpoint shards|Starting to load model|Loading weights|load_weights|Loading model from|Load weight begin"
                               r"|llm_load_tensors: |llm_load_print_meta: |llm_load_vocab: |llama_model_loader: |llama_model_load: |llama_load_model_from_file: |load_tensors: "),
          "Loading safetensors checkpoint shards:  45% Completed | 29/64", "weights are being read (llama.cpp's loader: llm_load_tensors, llm_load_print_meta, llama_model_loader)",

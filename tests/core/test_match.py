@@ -487,6 +487,26 @@ def _reported_oom(line: str) -> CrashFeatures:
     return CrashFeatures.from_analysis(analyze(f"{line}\n".encode()))
 
 
+def test_a_tensorrt_record_with_or_without_its_code_first_and_its_detail_is_one_crash():
+    """TensorRT 8 printed `2: [site] Error Code 2: OutOfMemory (no further information)`,
+    TensorRT 10 `[site] Error Code 2: OutOfMemory (Requested size was ... bytes.)`: one
+    builder running out of memory. Another error code at another site stays apart, and so
+    does one internal error whose detail names another cause."""
+    old = _crash("TensorRT error", "2: [virtualMemoryBuffer.cpp::resizePhysical::140] Error Code 2: OutOfMemory "
+                                   "(no further information)", engine="tensorrt-llm", phase="startup")
+    new = _crash("TensorRT error", "[virtualMemoryBuffer.cpp::resizePhysical::151] Error Code 2: OutOfMemory "
+                                   "(Requested size was 16654532608 bytes.)", engine="tensorrt-llm", phase="startup")
+    assert score(old, new, WEIGHTS).status == "known"
+    no_tactic = _crash("TensorRT error", "10: [optimizer.cpp::computeCosts::4048] Error Code 10: Internal Error "
+                                         "(Could not find any implementation for node {ForeignNode[lm_head]}.)",
+                       engine="tensorrt-llm", phase="startup")
+    assertion = _crash("TensorRT error", "10: [optimizer.cpp::computeCosts::4048] Error Code 10: Internal Error "
+                                         "(Assertion rowsA == colsB failed in the gemm plugin.)",
+                       engine="tensorrt-llm", phase="startup")
+    assert score(old, no_tactic, WEIGHTS).status != "known"
+    assert score(no_tactic, assertion, WEIGHTS).status != "known"
+
+
 def test_the_c_function_that_reports_an_out_of_memory_is_its_site():
     """ggml reports a failure with its function first (`%s: ` of __func__): two OOMs reported
     by the buffer allocator are one crash though no log says the phase; the graph
