@@ -51,7 +51,7 @@ _CONFIDENCE = {
     "cascade": 0.6, "log_error": 0.45, "truncated": 0.35, "symptom": 0.3, "benign": 0.1,
 }
 _BAD_CHAIN_START = {"StopIteration", "CancelledError", "Empty", "TimeoutError", "KeyboardInterrupt"}
-# Errors of the handling code itself: raised while handling another error they say
+# Errors of the handling code itself: raised while handling another error, they say
 # nothing about it (a catch-all writing the traceback to a `sys.stderr` that is None
 # raises AttributeError), so they are never that error's diagnosis.
 _HANDLER_BUGS = {"AttributeError", "TypeError", "NameError", "UnboundLocalError", "KeyError", "IndexError"}
