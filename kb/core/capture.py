@@ -235,7 +235,7 @@ def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
 def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     """A terminal copy cuts every longer line at the same width W: several lines of exactly
     W characters (not padding, not table borders; different ones, or one record repeated
-    with its rest after each), none longer, and after some of them a shorter line, the
+    with other rests after it), none longer, and after some of them a shorter line, the
     rest of the cut one, not a new record (lines of one length that each hold a record are
     a run of alike records)."""
     texts = [line.rstrip("\r") for line in lines]
@@ -258,14 +258,16 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
                 if not new and _after_run(lengths, i, width) == 0 and cuts_a_word(texts[i], texts[i + 1]))
     records = sum(new_record)
     distinct = len({texts[i] for i in cut})
+    rests = len({texts[i + 1] for i, new in zip(followed, new_record) if not new})
     if width in _TERMINAL_WIDTHS:  # a usual terminal width: less evidence will do
         if len(cut) >= 2 and (tails >= 1 or exact >= 2) and records * 2 <= len(followed) and len(cut) >= 0.02 * len(lengths):
             return width
         if len(cut) == 1 and tails == 1 and not records and _goes_on(texts[cut[0] + 1], profile):
             return width  # a short excerpt with one cut
         return None
-    # any other width: two lines may share a length by chance, several rests may not
-    if (len(cut) >= 2 and (distinct >= 2 or tails >= 2) and tails >= 2 and records * 3 <= len(followed)
+    # any other width: two lines may share a length by chance, several rests may not; one
+    # line and the same next one over and over is a loop (a service restarting), not a cut
+    if (len(cut) >= 2 and (distinct >= 2 or rests >= 2) and tails >= 2 and records * 3 <= len(followed)
             and len(cut) >= 0.02 * len(lengths)):
         return width
     return None

@@ -306,10 +306,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a hang, unless an error came first",
          exception="Watchdog timeout", role="cascade", kind="hang", anchors=("Watchdog timeout",)),
     Rule("cuda-no-kernel-image",
-         _r(r"(?P<msg>(?:CUDA error: )?no kernel image is available for execution on the device.*)$"),
+         _r(r"(?P<msg>(?:CUDA error: )?no kernel image is available for execution on the device.*"
+            r"|CUDA kernel \S+ has no device code compatible with CUDA arch.*)$"),
          "RMSNorm failed with error code no kernel image is available for execution on the device",
-         "a kernel was not built for this GPU's compute capability",
-         exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image",)),
+         "a kernel was not built for this GPU's compute capability (ggml names the kernel and the arch: "
+         "the launch failure after it is its consequence)",
+         exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image", "has no device code compatible")),
     Rule("cuda-error-line",
          _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
@@ -348,6 +350,18 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a shell reports a job ended by SIGKILL (the host OOM killer, a scheduler) or by abort() "
          "(after a C++ exception, an assertion): the reason is printed before it, if anywhere",
          exception="signal", role="confirmation", kind="signal", anchors=("Killed", "Aborted", "killed", "abort")),
+    Rule("systemd-service-signal",
+         _r(r"(?P<msg>(?:\S+\.service: )?[Mm]ain process exited, code=(?:killed|dumped), status=(?P<signal>\d+)/\w+.*)$"),
+         "ollama.service: Main process exited, code=killed, status=9/KILL",
+         "systemd reports the service's main process ended by a signal (9/KILL: the OOM killer or a stop "
+         "timeout; 11/SEGV, 6/ABRT: a crash): what the process printed before it says why, if anywhere",
+         exception="signal", role="confirmation", kind="signal", anchors=("ain process exited, code=",)),
+    Rule("systemd-service-exit",
+         _r(r"(?P<msg>(?:\S+\.service: )?[Mm]ain process exited, code=exited, status=(?!0/)\d+/\S+)\s*$"),
+         "ollama.service: Main process exited, code=exited, status=127/n/a",
+         "systemd reports the service's main process exited with a failure status (127: the binary or a "
+         "library it needs was not found; 203/EXEC: it could not be started): its own output says why",
+         exception="exit status", role="confirmation", kind="native", anchors=("ain process exited, code=",)),
     Rule("argparse-usage-error",
          _r(r"^(?P<msg>[\w.-]+(?: [\w.-]+)?: error: (?:unrecognized arguments: |the following arguments are required: "
             r"|argument [-\w/, ]+: |ambiguous option: |one of the arguments |too few arguments|invalid choice: ).*)$"),
