@@ -260,12 +260,18 @@ def raise_site_similarity(a: list[str], b: list[str]) -> float:
     run_a, run_b = _library_run(a), _library_run(b)
     if not run_a or not run_b:
         return 0.0
+    return _innermost_shared(run_a, run_b)
+
+
+def _innermost_shared(a: list[str], b: list[str]) -> float:
+    """0-100: how many frames, from the innermost, the two stacks share, over the shorter
+    stack's length."""
     shared = 0
-    for frame_a, frame_b in zip(reversed(run_a), reversed(run_b)):
+    for frame_a, frame_b in zip(reversed(a), reversed(b)):
         if frame_a != frame_b:
             break
         shared += 1
-    return 100.0 * shared / min(len(run_a), len(run_b))
+    return 100.0 * shared / min(len(a), len(b))
 
 
 def _library_run(frames: list[str]) -> list[str]:
@@ -339,6 +345,10 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
             explanation.append("a message that is only a value, a raise site unknown: at most similar")
     elif query.frames and candidate.frames:
         frames = frame_similarity(query.frames, candidate.frames)
+        if site_is_identity and min(len(query.frames), len(candidate.frames)) >= _SITE_FRAMES:
+            # a native backtrace is cut where each excerpt ends: the frames nearest the
+            # fault, where both stacks reach, are the crash site
+            frames = max(frames, _innermost_shared(query.frames, candidate.frames))
         explanation.append(f"frames {frames:.0f}/100")
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
         core = parts["exception"] * exc + parts["message"] * msg + parts["frames"] * frames
@@ -433,6 +443,7 @@ def _penalty(a: object, b: object, cost: float, label: str, explanation: list[st
 
 
 _SAME_STACK = 95.0  # frame similarity at which two stacks are the same code path
+_SITE_FRAMES = 2  # a crash site compared by its innermost frames needs this many (one is the handler's)
 
 
 def _known_phase(phase: str | None) -> str | None:

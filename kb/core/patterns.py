@@ -205,6 +205,10 @@ FAULTHANDLER_STACK = _r(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent c
 # abseil's failure signal handler's stack (Ray, gRPC): "PC: @ 0x7f.. (unknown) ncclProxyService()",
 # then "@ 0x7f.. 3792 (unknown)" lines, most recent first
 NATIVE_FRAME = _r(r"^(?:PC: )?@\s+0x[0-9a-fA-F]+\s+(?:\d+\s+)?(?P<func>\S.*?)\s*$")
+# glibc's backtrace_symbols() line, as UCX's and many C/C++ signal handlers print their
+# stack (numbered, most recent first): "6  /x/libuct.so.0(uct_tcp_ep_am_bcopy+0x8a) [0x7a84..]";
+# an unsymbolized frame has no function ("libc.so.6(+0x42520)")
+BACKTRACE_SYMBOL = _r(r"^(?:#?\d+\s+)?[^\s()]+\((?P<func>[A-Za-z_][^()+\s]*)?\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]\s*$")
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"

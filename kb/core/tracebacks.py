@@ -621,14 +621,17 @@ class Extractor:
     def _faulthandler_line(self, line: LogLine) -> bool:
         """faulthandler prints the crashing thread's stack after 'Fatal Python error':
         frames most recent first, until a blank line. abseil's handler prints native
-        frames after '*** SIGSEGV received ***' the same way: they join the signal."""
+        frames after '*** SIGSEGV received ***' the same way, and so does a handler that
+        prints backtrace_symbols() (UCX's): they join the signal."""
         body = line.body.strip()
         native = P.NATIVE_FRAME.match(body) if body[:1] in "@P" else None
-        if native is not None:
+        symbol = P.BACKTRACE_SYMBOL.match(body) if native is None and body[-1:] == "]" and "(" in body else None
+        if native is not None or symbol is not None:
             last = next((f for f in reversed(self.found[-3:]) if f.event.kind == "signal"), None)
             if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES:
-                if len(last.event.frames) < _MAX_FRAMES:
-                    last.event.frames.insert(0, Frame("<native>", native_symbol(native["func"])))
+                function = native_symbol(native["func"]) if native is not None else symbol["func"]
+                if function and len(last.event.frames) < _MAX_FRAMES:
+                    last.event.frames.insert(0, Frame("<native>", function))
                 return True
         if self.faulthandler is not None:
             frame = P.FRAME.match(body)

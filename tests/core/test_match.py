@@ -507,6 +507,18 @@ def test_a_tensorrt_record_with_or_without_its_code_first_and_its_detail_is_one_
     assert score(no_tactic, assertion, WEIGHTS).status != "known"
 
 
+def test_a_native_crash_is_known_by_its_backtrace_and_kept_apart_by_another():
+    """Two segfaults in UCX are one crash where their backtraces agree (the TCP transport
+    copying from GPU memory) and two where the faulting function differs."""
+    def segfault(*frames: str) -> CrashFeatures:
+        return dataclasses.replace(_crash("SIGSEGV", "process killed by SIGSEGV"),
+                                   frames=[f"<native>:{f}" for f in frames])
+    tcp = segfault("ucp_tag_send_nbx", "uct_tcp_ep_am_bcopy", "ucs_handle_error")
+    assert score(tcp, segfault("uct_tcp_ep_am_bcopy", "ucs_handle_error"), WEIGHTS).status == "known"
+    assert score(tcp, segfault("ucp_put_nbx", "uct_cuda_copy_ep_put_short", "ucs_handle_error"),
+                 WEIGHTS).status != "known"
+
+
 def test_the_c_function_that_reports_an_out_of_memory_is_its_site():
     """ggml reports a failure with its function first (`%s: ` of __func__): two OOMs reported
     by the buffer allocator are one crash though no log says the phase; the graph
