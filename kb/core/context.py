@@ -153,8 +153,9 @@ _ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|
 # "transformers/models/qwen2/modeling_qwen2.py" -> the model_type the code is for
 # (TGI's `models/flash_causal_lm.py`, `seq2seq_lm.py` run every architecture: not one)
 _MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers|\w*(?:causal|seq2seq)_lm\.py$)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|/models/[a-z][a-z0-9_]*/modeling_([a-z][a-z0-9_]*)\.py$")
-# TGI names a few modules after a model's former or family name, not its model_type
-_MODULE_MODEL_TYPE = {"rw": "falcon", "neox": "gpt_neox", "santacoder": "gpt_bigcode"}
+# TGI names a few modules after a model's former or family name, not its model_type; vLLM's
+# deepseek_v2.py runs DeepSeek-V2, V3 and V3.2 alike: None, the module does not say which
+_MODULE_MODEL_TYPE = {"rw": "falcon", "neox": "gpt_neox", "santacoder": "gpt_bigcode", "deepseek_v2": None}
 
 
 def arch_from_frames(files: list[str]) -> str | None:

@@ -123,3 +123,11 @@ def test_an_index_out_of_bounds_assert_names_no_phase_but_the_frames_do():
     result = analyze(log.encode())
     assert result.root_cause.exception == "CUDA device-side assert"
     assert result.phase == "serving"
+
+
+def test_a_model_module_that_runs_several_model_types_names_none_of_them():
+    """vLLM runs DeepSeek-V2, V3 and V3.2 from deepseek_v2.py: its frame does not say which
+    (a DeepSeek-V3 crash was reported as deepseek_v2); a module for one type still says it."""
+    shared = _v0_engine_traceback(("vllm/model_executor/models/deepseek_v2.py", "__init__"))
+    assert analyze(shared).context.model_arch is None
+    assert analyze(_v0_engine_traceback(("vllm/model_executor/models/qwen3_moe.py", "__init__"))).context.model_arch == "qwen3_moe"
