@@ -345,9 +345,10 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
             explanation.append("a message that is only a value, a raise site unknown: at most similar")
     elif query.frames and candidate.frames:
         frames = frame_similarity(query.frames, candidate.frames)
-        if site_is_identity and min(len(query.frames), len(candidate.frames)) >= _SITE_FRAMES:
+        if (site_is_identity and min(len(query.frames), len(candidate.frames)) >= _SITE_FRAMES
+                and all(f.startswith(_NATIVE) for f in query.frames + candidate.frames)):
             # a native backtrace is cut where each excerpt ends: the frames nearest the
-            # fault, where both stacks reach, are the crash site
+            # fault, where both stacks reach, are the crash site (a Python stack is whole)
             frames = max(frames, _innermost_shared(query.frames, candidate.frames))
         explanation.append(f"frames {frames:.0f}/100")
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
@@ -444,6 +445,7 @@ def _penalty(a: object, b: object, cost: float, label: str, explanation: list[st
 
 _SAME_STACK = 95.0  # frame similarity at which two stacks are the same code path
 _SITE_FRAMES = 2  # a crash site compared by its innermost frames needs this many (one is the handler's)
+_NATIVE = "<native>:"  # how a native frame is keyed (kb.core.fingerprint.frame_key)
 
 
 def _known_phase(phase: str | None) -> str | None:
