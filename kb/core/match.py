@@ -284,6 +284,14 @@ def _library_run(frames: list[str]) -> list[str]:
     return run[::-1]
 
 
+# torch's check that every rank runs the same collective (TORCH_DISTRIBUTED_DEBUG=DETAIL)
+# names the two it found: which ones disagree is the error (ALLREDUCE vs BROADCAST, a
+# checkpoint's broadcast on one rank; ALLREDUCE vs GATHER, another code path), however
+# alike the record around them reads. (A timed-out WorkNCCL's op is only what was pending.)
+_MISMATCHED_COLLECTIVES = "mismatch between collectives"
+_OP_TYPE = re.compile(r"\bOpType=([A-Z_]+)")
+
+
 def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
     """The error-code slots both messages fill, with different values."""
     out = []
@@ -291,6 +299,10 @@ def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
         found_a, found_b = pattern.search(a), pattern.search(b)
         if found_a and found_b and found_a.group(1).lower() != found_b.group(1).lower():
             out.append((slot, found_a.group(1).lower(), found_b.group(1).lower()))
+    if _MISMATCHED_COLLECTIVES in a and _MISMATCHED_COLLECTIVES in b:
+        ops_a, ops_b = ("+".join(sorted(set(_OP_TYPE.findall(text)))) for text in (a, b))
+        if ops_a and ops_b and ops_a != ops_b:
+            out.append(("mismatched collectives", ops_a, ops_b))
     return out
 
 

@@ -46,6 +46,15 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "void indexSelectLargeIndex(TensorInfo<T, IndexType>, long) [with T = float, IndexType = unsigned int]: block: [0,0,0]",
                "a device-side assert names its kernel with the full signature or by name alone, "
                "as the build decides; the name says which kernel failed"),
+    Normalizer("collective-fingerprint",
+               lazy(r"CollectiveFingerPrint\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?OpType=([A-Z_]+)"
+                    r"(?:[^()]|\((?:[^()]|\([^()]*\))*(?:\)|$))*(?:\)|$)"),
+               r"CollectiveFingerPrint(OpType=\1)",
+               "CollectiveFingerPrint(SequenceNumber=485, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long, "
+               "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, memory_format=(nullopt)))",
+               "torch's record of the collective a rank runs: its op is what ranks disagree on; sequence "
+               "number, shapes and tensor options are this run's (and push the other rank's op past the "
+               "template's length)"),
     Normalizer("long-list", lazy(r"\[(?:'[^']*'(?:, )?){6,}[^\]]*\]?|\[[^\]]{160,}\]?"), "[<list>]",
                "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BloomForCausalLM', 'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen2ForCausalLM']",
                "lists of supported things change with every release"),
@@ -57,9 +66,10 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
     Normalizer("library-version", lazy(r"\b([\w+-]+\.so)(?:\.\d+)+"), r"\1",
                "libcudart.so.12: cannot open shared object file",
                "the library's soname version varies with the install; its name identifies the cause"),
-    Normalizer("dotted-name", lazy(r"\b[a-z_]\w*(?:\.\w+){2,}\b"), "<name>",
+    Normalizer("dotted-name", lazy(r"\b[a-z_]\w*(?:\.\w+){2,}\b|\b[a-z_]\w*\.(?:weight|bias)\b"), "<name>",
                "weight model.layers.0.self_attn.q_proj.weight does not exist",
-               "parameter and module names depend on the model, not on the cause"),
+               "parameter and module names depend on the model, not on the cause (a top-level "
+               "parameter too: `lm_head.weight`)"),
     Normalizer("uuid", lazy(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>",
                "request 123e4567-e89b-12d3-a456-426614174000", "ids are per run"),
     Normalizer("hex", lazy(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{24,}\b"), "<hex>", "at 0x7f3789a61310", "addresses are per run"),

@@ -519,6 +519,32 @@ def test_a_native_crash_is_known_by_its_backtrace_and_kept_apart_by_another():
                  WEIGHTS).status != "known"
 
 
+def test_a_missing_weight_is_one_crash_whichever_parameter_the_model_names():
+    """TGI's "weight X does not exist": the parameter is the model's (a top-level
+    `lm_head.weight` as much as `model.layers.0.q_proj.weight`), the failure is one."""
+    assert score(_crash("RuntimeError", "weight lm_head.weight does not exist", engine="tgi"),
+                 _crash("RuntimeError", "weight encoder.embed_tokens.weight does not exist", engine="tgi"),
+                 WEIGHTS).status == "known"
+
+
+def _mismatch(seq: int, first: str, shape: str, second: str) -> CrashFeatures:
+    options = ("TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), "
+               "requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))")
+    return _crash("RuntimeError", f"Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+                                  f"CollectiveFingerPrint(SequenceNumber={seq}, OpType={first}, TensorShape=[{shape}], "
+                                  f"TensorDtypes=Float, {options}), but Rank 0 is running collective: "
+                                  f"CollectiveFingerPrint(SequenceNumber={seq}, OpType={second}, TensorShape=[1], "
+                                  f"TensorDtypes=Long, {options}).", engine="pytorch")
+
+
+def test_ranks_running_other_collectives_are_one_crash_only_for_the_same_pair_of_collectives():
+    """torch's collective-mismatch check: which collectives the ranks disagree on is the
+    error; the sequence number and shapes are the run's."""
+    broadcast = _mismatch(485, "ALLREDUCE", "25", "BROADCAST")
+    assert score(broadcast, _mismatch(12, "ALLREDUCE", "4096", "BROADCAST"), WEIGHTS).status == "known"
+    assert score(broadcast, _mismatch(485, "ALLREDUCE", "25", "GATHER"), WEIGHTS).status != "known"
+
+
 def test_the_c_function_that_reports_an_out_of_memory_is_its_site():
     """ggml reports a failure with its function first (`%s: ` of __func__): two OOMs reported
     by the buffer allocator are one crash though no log says the phase; the graph
