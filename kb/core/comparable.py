@@ -19,7 +19,10 @@ _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))
 # A printed record of the run's state: `WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>,
 # Timeout(ms)=<n>)`. Its type names what was running; its fields (which releases add and
 # drop, and which collective of which size stalled) are this run's, not the error's.
-_RECORD_FIELDS = re.compile(r"\b([A-Z]\w*)\((?:\s*[\w()]+=[^,()=]*(?:\([^()]*\))?[^,()=]*,?)+(?:\)|$)")
+# (Fields are comma-separated, so a field ends at its comma: one way to read a record, in
+# linear time even when the template's length cap cut it before its closing parenthesis.)
+_FIELD = r"\s*[\w()]+=(?:[^,()]|\([^()]*\))*"
+_RECORD_FIELDS = re.compile(rf"\b([A-Z]\w*)\({_FIELD}(?:,{_FIELD})*,?\s*(?:\)|$)")
 # An aside that reports the values behind the error: "the derived max_model_len
 # (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
 # which config key held the number; the statement around it is the error.

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from kb.core.analyze import analyze
+from kb.core.comparable import comparable
 from kb.core.match import SIMILAR_THRESHOLD, message_similarity, score
 from kb.core.normalize import message_template
 from kb.core.recall import TermWeights, recall_keys, terms
@@ -277,6 +278,15 @@ def test_a_printed_record_of_the_run_is_compared_by_its_type_not_its_fields():
                "WorkNCCL(SeqNum=12, OpType=_ALLGATHER_BASE, Timeout(ms)=600000) ran for 600329 milliseconds "
                "before timing out.", engine="pytorch")
     assert score(a, b, WEIGHTS).status == "known"
+
+
+def test_a_record_the_templates_length_cut_is_still_read_as_a_record():
+    """A template is cut at its length cap, often inside a record: the record's type is
+    kept, its fields (a value with its own parentheses too) left out."""
+    cut = "Timed out: WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>, Timeout(ms)=<n>"
+    assert comparable(cut) == "Timed out: WorkNCCL(...)"
+    assert comparable("failed: Rec(a=<n>, b=Opt(dtype=float (default)), c=<n>) end") == \
+        "failed: Rec(a=<n>, b=Opt(...), c=<n>) end"
 
 
 def test_a_generic_message_raised_from_other_code_is_not_known():
