@@ -53,7 +53,7 @@ ESCAPED_ESC = ("#033[", "^[[", "\\033[", "\\x1b[", "\\x1B[", "\\e[", "\\u001b[",
 # coloured span ends with, so a bracketed text elsewhere is never touched. They take no
 # column, as the codes they were: a pasted log was never cut by a terminal, and a line of
 # the right length only because of them must not read as cut.
-_LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 _LOST_RESETS = ("[0m", "[0;0m", "[39m", "[22m")
 # A progress bar the next output was glued to (no newline after tqdm's last refresh):
 # " 50%|█████     | 4/8 [02:10<02:22, 35.73s/it]Killed"
@@ -402,7 +402,7 @@ def _shown(raw: str) -> tuple[str, str]:
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
     if _lost_esc(raw):
-        raw = _LOST_ESC.sub("", raw)
+        raw = LOST_ESC.sub("", raw)
     if "\r" in raw:
         raw = raw.rstrip("\r")
         if "\r" in raw:

@@ -21,6 +21,7 @@ from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
 from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
 from kb.core.gpus import gpu_family
+from kb.core.patterns import NCCL_RESULT
 from kb.core.recall import UNIFORM, TermWeights, clause_tails, terms
 from kb.core.records import LOGGED_ERROR, CrashFeatures, MatchScore
 
@@ -226,11 +227,6 @@ _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "Runtim
                  "AcceleratorError": "RuntimeError"}
 
 
-# NCCL's result as its binding names it (ncclSystemError, ncclInvalidUsage): the kind
-# "NCCL error" a C++ caller's line gets is any of them.
-_NCCL_RESULT_NAME = re.compile(r"nccl[A-Z]\w*$")
-
-
 def exception_similarity(a: str, b: str) -> float:
     """100 for one type (a moved module or namespace is the same type, so is a type a
     library split off its old base; a native error's kind is the Python exception that
@@ -238,7 +234,8 @@ def exception_similarity(a: str, b: str) -> float:
     a, b = canonical_exception(a), canonical_exception(b)
     if a and (a == b or _RETYPED_FROM.get(a) == b or _RETYPED_FROM.get(b) == a
               or any(a in kinds and b in kinds for kinds in _SURFACES_AS)
-              or {a, b} & {"NCCL error"} and (_NCCL_RESULT_NAME.match(a) or _NCCL_RESULT_NAME.match(b))):
+              # the kind "NCCL error" a C++ caller's line gets is any NCCL result's name
+              or {a, b} & {"NCCL error"} and (NCCL_RESULT.match(a) or NCCL_RESULT.match(b))):
         return 100.0
     return 0.0
 

@@ -215,6 +215,8 @@ CHAIN_CONTEXT = "During handling of the above exception, another exception occur
 # NCCL's results whose names do not end in Error (ncclResult_t): torch prints them like
 # the others ("ncclInvalidUsage: This usually reflects invalid usage of NCCL library.")
 NCCL_RESULTS_NOT_ERROR = r"nccl(?:InvalidArgument|InvalidUsage|InProgress)"
+# An NCCL result's name, whole: torch's ncclSystemError line, the kind of its "Last error"
+NCCL_RESULT = _r(rf"^(?:nccl[A-Z]\w*Error|{NCCL_RESULTS_NOT_ERROR})$")
 # "ValueError: msg", "torch.OutOfMemoryError: msg", "ray.exceptions.RayTaskError(ValueError): msg",
 # a JVM's nested class "org.apache.tvm.Base$TVMError: msg";
 # TensorFlow re-raises a graph op's error as "UnknownError (see above for traceback): msg"
@@ -947,7 +949,7 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
         r"|does not recognize this architecture"), "config"),
-    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|^nccl[A-Z]\w+$|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|" + NCCL_RESULT.pattern + r"|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 

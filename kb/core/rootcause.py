@@ -166,7 +166,6 @@ def _unloaded_component(best: Group, unloaded: Sequence[tuple[Found, str]]) -> G
     return None
 
 
-_NCCL_RESULT = re.compile(rf"(?:nccl[A-Z]\w*Error|{P.NCCL_RESULTS_NOT_ERROR})$")
 # An error that gives only a library's result code (`nixlBackendError: NIXL_ERR_BACKEND`)
 _RESULT_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _STATEMENT_KINDS = frozenset({"log_error", "native", "cpp", "ucx"})
@@ -193,7 +192,7 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
         below = min((g for g in groups if g is not best and g.first.event.process == event.process
                      and (g.first.event.line_number or 0) > line),
                     key=lambda g: g.first.event.line_number or 0, default=None)
-        if below is not None and _NCCL_RESULT.match(below.first.event.exception) and "Last error:" in below.first.event.message:
+        if below is not None and P.NCCL_RESULT.match(below.first.event.exception) and "Last error:" in below.first.event.message:
             if not below.first.event.frames:  # the same exception's text goes on: its frames
                 below.first.event.frames = event.frames
             return below

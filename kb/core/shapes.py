@@ -22,7 +22,7 @@ import random
 import re
 import time
 
-from kb.core.capture import ESCAPED_ESC
+from kb.core.capture import ESCAPED_ESC, LOST_ESC
 
 SHAPES: tuple[str, ...] = (
     "compose", "docker-json", "cri", "kubectl-timestamps", "journald", "syslog-5424",
@@ -47,7 +47,6 @@ _LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _LEVEL_COLOUR = {"DEBUG": "37", "INFO": "32", "WARNING": "33", "WARN": "33", "ERROR": "31",
                  "CRITICAL": "35", "FATAL": "1;31"}
 _SGR = re.compile(r"\x1b\[[0-9;]*m|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_LOST_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 
 
 def _iso(ns: int, digits: int | None) -> str:
@@ -207,7 +206,7 @@ def _shown(line: str) -> str:
     the codes they were: the wrapped copy of a pasted log is the coloured log's copy."""
     line = _SGR.sub("", line)
     if "[0" in line and not any(escaped in line for escaped in ESCAPED_ESC):  # ESC as text shows
-        line = _LOST_SGR.sub("", line)
+        line = LOST_ESC.sub("", line)
     if "\r" in line:
         parts = [part for part in line.split("\r") if part]
         line = parts[-1] if parts else ""
