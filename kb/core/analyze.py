@@ -107,7 +107,9 @@ class Analyzer:
         frames_text = " ".join(f.file for f in all_frames[-400:])
         context = self._context.build(root, frames_text, [f.file for f in (root.frames if root and root.frames else all_frames)])
         longest = max((item.event.frames for item in found), key=len, default=[])
-        phase = self._context.phase(root, root.line_number if root else None, context.engine, longest)
+        quoting = [] if root is None or root.frames else next(
+            (item.event.frames for item in found if item.event.line_number == root.line_number and item.event.frames), [])
+        phase = self._context.phase(root, root.line_number if root else None, context.engine, longest, quoting)
         verdict = "no_error" if root is None else ("not_captured" if root.role == "symptom" else "found")
         if verdict == "not_captured":
             self._notes.append(not_captured([root, *symptoms]))

@@ -310,11 +310,13 @@ class ContextCollector:
         return max(specific, key=lambda name: (specific[name], _ENGINE_PRIORITY[name]))
 
     def phase(self, root: ErrorEvent | None, crash_line: int | None, engine: str | None,
-              other_frames: list | None = None) -> str:
-        """The root cause's own frames say it best, then its message, then the frames of
-        another traceback in the log, then how far the launch got (stage markers)."""
+              other_frames: list | None = None, quoting_frames: list | None = None) -> str:
+        """The root cause's own frames say it best (for an error quoted in another's
+        exception line, the frames of that traceback: where its caller waited for it), then
+        its message, then the frames of another traceback in the log, then how far the
+        launch got (stage markers)."""
         if root is not None:
-            found = self._phase_from_frames(root.frames, engine)
+            found = self._phase_from_frames(root.frames or quoting_frames or [], engine)
             if found:
                 return found
             message = _ASIDE.sub("", root.message)  # "(e.g., CUDA Graphs)" names no phase
@@ -344,8 +346,9 @@ class ContextCollector:
                     if phase == "training" and engine not in (None, "pytorch", "deepspeed", "ray"):
                         continue
                     return phase
-        if frames and all(frame.function == "<module>" for frame in frames):
-            return "startup"  # module-level code only: it failed while importing
+        if frames and all(frame.function == "<module>" for frame in frames) or any(
+                outer.function == inner.function == "<module>" for outer, inner in zip(frames, frames[1:])):
+            return "startup"  # module-level code importing a module: it failed while importing
         return None
 
     def seconds_to_crash(self, crash_line: int | None) -> tuple[str | None, str | None, float | None]:

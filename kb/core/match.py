@@ -303,6 +303,15 @@ def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def _kernel_pair(a: list[str], b: list[str]) -> list[tuple[str, str, str]]:
+    """The compiled kernels both crashes failed in (kb.core.tracebacks.compiled_kernel),
+    when they differ: one compiler message from two kernels is two crashes."""
+    kernel_a, kernel_b = (next((f for f in reversed(frames) if f.startswith(_KERNEL)), None) for frames in (a, b))
+    if kernel_a and kernel_b and kernel_a != kernel_b:
+        return [("compiled kernel", kernel_a.removeprefix(_KERNEL), kernel_b.removeprefix(_KERNEL))]
+    return []
+
+
 def _minor(version: str | None) -> tuple[int, int] | None:
     match = re.match(r"v?(\d+)\.(\d+)", version or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
@@ -390,7 +399,8 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         # is for a signal): another phase, or one not known, is at most similar.
         core = min(core, KNOWN_THRESHOLD - 1)
         explanation.append(f"out of memory, phases {phase_q or 'unknown'} and {phase_c or 'unknown'}: at most similar")
-    for slot, a, b in _code_pairs(query.message_template, candidate.message_template):
+    for slot, a, b in [*_code_pairs(query.message_template, candidate.message_template),
+                       *_kernel_pair(query.frames, candidate.frames)]:
         core = min(core, KNOWN_THRESHOLD - 1)
         explanation.append(f"{slot} differs ({a} vs {b}): at most similar")
 
@@ -455,6 +465,7 @@ def _penalty(a: object, b: object, cost: float, label: str, explanation: list[st
 _SAME_STACK = 95.0  # frame similarity at which two stacks are the same code path
 _SITE_FRAMES = 2  # a crash site compared by its innermost frames needs this many (one is the handler's)
 _NATIVE = "<native>:"  # how a native frame is keyed (kb.core.fingerprint.frame_key)
+_KERNEL = "<triton>:"  # ... and a compiled kernel (kb.core.tracebacks.compiled_kernel)
 
 
 def _known_phase(phase: str | None) -> str | None:

@@ -124,10 +124,11 @@ PREFIXES: tuple[Prefix, ...] = (
            "[05/05/25 16:31:14] DEBUG    Server check failed: [Errno 61] Connection refused, retrying...",
            "rich's logging handler: the time only when it changed, the level padded, the source right-aligned",
            header=True, starts="[ ", wraps=True),
-    Prefix("table-row", _r(r"^\|(?=(?:[^|]*\|){2,}\s*$)(?:[^|]*\|)*?(?=[^|]*\|\s*$)\s*"),
+    Prefix("table-row", _r(r"^\|(?=(?:[^|]*\|){2,}\s*$|(?:[^|]*\|){2,}[^|]+$)(?:[^|]*\|)*?(?=[^|]*\|\s*$|[^|]*$)\s*"),
            "| tensorrt_llm | 1       | UNAVAILABLE: Internal: unexpected error when creating modelInstanceState: |",
            "a row of an ASCII table (Triton's model status): the message is the last cell, and a message too long "
-           "for it goes on in the next rows, their other cells blank; the closing '|' is cut in split.py",
+           "for it goes on in the next rows, their other cells blank; the closing '|' is cut in split.py "
+           "(a row the excerpt cut has none)",
            starts="|"),
     Prefix("source-level", _r(r"^(?P<src>[\w.\\/-]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|rs|go|py)(?::\d+){1,2}): (?P<level>ERROR|FATAL|[Ee]rror|[Ff]atal error|WARNING|[Ww]arning):\s+"),
            "ggml-cuda.cu:3211: ERROR: CUDA kernel vec_dot_q5_K_q8_1_impl_vmmq has no device code compatible with CUDA arch 520.",
@@ -927,7 +928,7 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     # any weight, whatever the function is called (from_pretrained). Not any config file's
     # frame: model code reads a config's attributes while it loads weights.
     (_r(r"\bconfiguration_auto\.py$"), "config"),
-    (_r(r"capture_model|CudaGraphRunner|init_cuda_graphs|cuda_graph|_capture_cudagraphs|capture\b|capture_(?:begin|end)\b"), "cuda_graph_capture"),
+    (_r(r"capture_model|CudaGraphRunner|init_\w*graphs\b|cuda_graph|_capture_cudagraphs|capture\b|capture_(?:begin|end)\b"), "cuda_graph_capture"),
     (_r(r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_sampler_run|_initialize_kv_caches|get_kv_cache_config|_check_enough_kv_cache_memory|raise_if_cache_size_invalid|init_memory_pool|profile_max_num_token|warmup"
         r"|initialize_kv_cache|allocate_kv_cache|initialize_from_config"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
@@ -935,7 +936,7 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
     # (not the executor's own frames, `_init_executor`: its workers load the weights while
     # it waits, so they say nothing of how far the workers got)
-    (_r(r"init_device|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"
+    (_r(r"init_device\b|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"
         r"|initialize_ray_cluster|init_process_group|rendezvous|_create_c10d_store"), "startup"),
     (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
 )

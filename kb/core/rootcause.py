@@ -80,6 +80,7 @@ def choose(found: list[Found], benign: bool = True,
     if not groups:
         return None, []
     _mark_propagated(groups)
+    _mark_relayed(groups)
     _mark_recovered(groups)
     scores = {id(g): _score(g) for g in groups}
     ranked = sorted(groups, key=lambda g: (-scores[id(g)], g.first.event.line_number or 0))
@@ -454,6 +455,30 @@ def _mark_recovered(groups: list[Group]) -> None:
         if group.last_line < last_root_line and 0 < group.resumed < last_root_line:
             group.recovered = True
             group.reason = f"{group.reason}; the process went on normally afterwards (recovered)"
+
+
+_RELAYED_CHARS = 30  # a line this long is a statement of its own, not a common phrase
+
+
+def _mark_relayed(groups: list[Group]) -> None:
+    """A later error whose message holds a whole line of an earlier error's message, in
+    words of its own around it, relays that error: tokio's `Error: task 20 panicked with
+    message "<the panic's message>"` after the panic, a supervisor's "child failed: <its
+    error>". It points at the earlier error, as a wrapper does; a repeat of the error
+    (the same first line) is not a relay."""
+    stated = [(g.first.event.line_number or 0, line) for g in groups
+              if g.tier.startswith("root") or g.tier == "cascade"
+              for line in {part.strip() for part in g.first.event.message.split("\n")} if len(line) >= _RELAYED_CHARS]
+    for group in groups:
+        event = group.first.event
+        if not group.tier.startswith("root"):
+            continue
+        first = event.message.strip().split("\n", 1)[0]
+        for number, line in stated:
+            if number < (event.line_number or 0) and line in event.message and not first.startswith(line):
+                group.tier = "symptom"
+                group.reason = f"relays an earlier error (line {number}): {line[:80]}"
+                break
 
 
 PROPAGATION_LINES = 4  # how close below a native failure its callers report giving up

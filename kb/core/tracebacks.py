@@ -139,6 +139,7 @@ class Extractor:
                 self._close_truncated(key, stream)
         for found in self.found:  # messages are complete only now (continuation lines)
             _unwrap_validation_error(found.event)
+            _unwrap_relayed_repr(found.event)
             _assert_statement(found.event)
         return self.found
 
@@ -817,12 +818,14 @@ def _is_boilerplate(stripped: str) -> bool:
 _PROGRESS_BAR = lazy(r"(?<!\d)\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
 _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 # Lines another writer started: a record led by a timestamp (ISO, syslog, Go's log, a
-# bracketed clock, logfmt's time=), a shell's trace (`set -x`) or prompt, systemd's unit
+# bracketed clock, logfmt's time=), a shell's trace (`set -x`) or prompt (behind the
+# virtualenv's or conda's "(env) "; bash's "[user@host dir]$", PowerShell's), systemd's unit
 # status, kubectl's end of stream. None of them continues an exception's message.
 _OTHER_WRITER = lazy(
     r"^(?:\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d|\[?\d\d:\d\d:\d\d[.,\]]"
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |time=\S+ level="
-    r"|\+{1,3} [\w./\[$\"'-]|[\w.-]+@[\w.-]+:\S*[#$] |[\w@.-]+\.(?:service|scope): "
+    r"|\+{1,3} [\w./\[$\"'-]|(?:\([\w.-]+\) ?)*(?:[\w.-]+@[\w.-]+:\S*|\[[\w.-]+@[\w.-]+ [^\]]*\])[#$](?: |$)"
+    r"|PS [A-Z]:\\[^>]*> |[\w@.-]+\.(?:service|scope): "
     r"|Stream closed EOF for )")
 
 
@@ -896,6 +899,37 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
         event.message = match.group(2).strip()
 
 
+def _unwrap_relayed_repr(event: ErrorEvent) -> None:
+    """An exception whose message ends with another exception's repr on a line of its own
+    relays that exception: Triton's CompilationError prints where in the kernel's source
+    it failed ("at 12:4:", the source lines, a caret) and then the error it caught,
+    `ValueError("type fp8e4nv not supported ...")`. That error is what a person fixes, and
+    what a wrapper quoting str(e) shows of the same crash."""
+    if event.kind != "python" or "\n" not in event.message:
+        return
+    last = event.message.rstrip().rsplit("\n", 1)[1].strip()
+    match = P.EXCEPTION_MENTION.fullmatch(last)
+    if match is not None and match["repr"] is not None:
+        event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
+        event.frames = [*event.frames, *compiled_kernel(event.message)]
+        event.exception, event.message = match["exc"], match["repr"]
+
+
+# Triton's CompilationError: "at <line>:<col>:", then the kernel's source up to there; at
+# the kernel's first line that is its `def`
+_KERNEL_SOURCE = lazy(r"^at \d+:\d+:\n\s*def (?P<kernel>\w+)\(")
+KERNEL_FILE = "<triton>"
+
+
+def compiled_kernel(text: str) -> list[Frame]:
+    """The kernel a compile error's text names, as the innermost frame: one message ("type
+    fp8e4nv not supported in this architecture") from a MoE kernel, a block-scaled GEMM
+    or an attention kernel is three crashes with three fixes, and the kernel tells them
+    apart (kb.core.match). None named (an error inside the body): no frame."""
+    match = _KERNEL_SOURCE.match(text.strip())
+    return [Frame(file=KERNEL_FILE, function=match["kernel"], code=f"def {match['kernel']}(")] if match else []
+
+
 _PROGRESS = lazy(r"\d+%\||[\d.]+\s*(?:it/s|s/it)\]")  # tqdm's bar or rate
 
 
@@ -946,10 +980,9 @@ def quoted_error(text: str) -> ErrorEvent | None:
                                   message=match["msg"].strip(), kind=rule.kind or "log_error")
     for quote in _QUOTE.finditer(text):
         inner, opened = text[quote.end():], quote.group(0)[-1:]
-        if opened in ("'", '"'):  # the quoted part ends at its closing quote: "... 'X', please check ..."
-            close = re.search(re.escape(opened) + r"(?=[,.;)]|\s|$)", inner)
-            inner = inner[:close.start()] if close else inner
-        inner = inner.rstrip("'\")")
+        end = _quote_end(inner, opened) if opened in ("'", '"') else None
+        # the quoted part ends at its closing quote ("... 'X', please check ..."), else at the text's end
+        inner = inner[:end] if end is not None else inner.rstrip("'\")")
         for rule in _ERROR_RULES.candidates(inner):
             match = rule.pattern.search(inner)
             if match and rule.role in ("root", "confirmation"):
@@ -958,9 +991,13 @@ def quoted_error(text: str) -> ErrorEvent | None:
         mention = P.EXCEPTION_MENTION.search(inner)
         if mention is not None:
             message = mention["repr"] if mention["repr"] is not None else (mention["msg"] or "")
-            return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python")
+            return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python",
+                              frames=compiled_kernel(inner))
         if untyped is None and opened in ("'", '"') and quote.group(0).lower().startswith("with error") \
                 and len(inner.split()) >= _QUOTED_WORDS:
+            cut = _CUT_REPR.match(inner.rstrip().rsplit("\n", 1)[-1]) if end is None else None
+            if cut is not None:  # the text relays an exception's repr, and the log ends inside it
+                return ErrorEvent(exception=cut["exc"], message=cut["msg"], kind="python", frames=compiled_kernel(inner))
             untyped = inner.strip()
     if untyped is not None:
         return ErrorEvent(exception=LOGGED_ERROR, message=untyped, kind="log_error")
@@ -968,6 +1005,22 @@ def quoted_error(text: str) -> ErrorEvent | None:
 
 
 _QUOTED_WORDS = 3  # a quoted text this long states an error ('None' or 'CUDA' does not)
+# The repr of an exception on a line of its own, cut before its end: `ValueError("type fp8e4nv not`
+_CUT_REPR = lazy(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<msg>[^\n]{8,})$")
+
+
+def _quote_end(inner: str, quote: str) -> int | None:
+    """Where a quoted text ends: at its quote mark followed by punctuation, a space or the
+    end, the first one outside the brackets its line opened ('... are ('fp8e4b15', 'fp8e5')")'
+    holds quote marks of its own; a kernel's source line above it may leave one open); the
+    first such mark when none closes them all, None when there is none."""
+    first = None
+    for close in re.finditer(re.escape(quote) + r"(?=[,.;)]|\s|$)", inner):
+        part = inner[inner.rfind("\n", 0, close.start()) + 1:close.start()]
+        if part.count("(") <= part.count(")") and part.count("[") <= part.count("]"):
+            return close.start()
+        first = close.start() if first is None else first
+    return first
 
 
 _QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)

@@ -90,6 +90,7 @@ MUST_NOT_MERGE += [
 ]
 
 
+_FP8E4NV = "type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')"
 _CONFIG_LOOKUP = ["transformers/models/auto/configuration_auto.py:from_pretrained",
                   "transformers/models/auto/configuration_auto.py:__getitem__"]
 MUST_NOT_MERGE += [
@@ -122,6 +123,12 @@ MUST_NOT_MERGE += [
                          frames=["vllm/model_executor/models/llama.py:load_weights"])),
     # ... and one whose raise site the log does not show
     (dataclasses.replace(_crash("KeyError", "'qwen2'"), frames=_CONFIG_LOOKUP), _crash("KeyError", "'qwen2'")),
+    # one compiler message from two kernels: a MoE kernel (another MoE backend) vs a
+    # block-scaled GEMM (a regression of one release)
+    (dataclasses.replace(_crash("ValueError", _FP8E4NV), frames=["<triton>:fused_moe_kernel"]),
+     dataclasses.replace(_crash("ValueError", _FP8E4NV), frames=["vllm/model_executor/layers/quantization/utils/"
+                                                                 "fp8_utils.py:w8a8_block_fp8_matmul",
+                                                                 "<triton>:_w8a8_block_fp8_matmul"])),
 ]
 
 
@@ -568,3 +575,11 @@ def test_the_c_function_that_reports_an_out_of_memory_is_its_site():
     assert first.frames == again.frames == ["<native>:ggml_backend_cuda_buffer_type_alloc_buffer"]
     assert score(first, again, WEIGHTS).status == "known"
     assert score(first, other, WEIGHTS).status != "known"
+
+
+def test_one_compiler_message_from_one_kernel_is_known_wherever_the_log_shows_it():
+    # the worker's traceback (its frames, the kernel innermost) and a wrapper's quote of it
+    worker = dataclasses.replace(_crash("ValueError", _FP8E4NV), frames=[
+        "vllm/model_executor/layers/fused_moe/fused_moe.py:invoke_fused_moe_kernel", "<triton>:fused_moe_kernel"])
+    quoted = dataclasses.replace(_crash("ValueError", _FP8E4NV), frames=["<triton>:fused_moe_kernel"])
+    assert score(worker, quoted).status == "known"
