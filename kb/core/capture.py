@@ -30,6 +30,7 @@ demultiplexes interleaved tasks, the others are context.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -221,7 +222,13 @@ def same_head(line: str, following: str) -> bool:
     `[80747] [rank4]:[E321 ...`, digits aside)? Then it is the next record of the same
     writer, not the rest of a cut line: a cut falls anywhere, mid-word."""
     head = _DIGITS.sub("0", line[:24])[:12]
-    return len(head) == 12 and not head.isalnum() and _DIGITS.sub("0", following[:24])[:12] == head
+    if len(head) == 12 and not head.isalnum() and _DIGITS.sub("0", following[:24])[:12] == head:
+        return True
+    # a short label both lines open with (`[rank5]: ` before lines indented unalike)
+    return bool(_LABEL_HEAD.match(os.path.commonprefix([_DIGITS.sub("0", line[:24]), _DIGITS.sub("0", following[:24])])))
+
+
+_LABEL_HEAD = re.compile(r"^[\[(<][^\s\])>]{2,20}[\])>]:?\s")
 
 
 def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
@@ -250,7 +257,8 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
            and "docker-json" not in peel(text, profile).layers]
     followed = [i for i in cut if i + 1 < len(texts)]
     new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
-                  or same_head(texts[i], texts[i + 1]) for i in followed]
+                  or same_head(texts[i], texts[i + 1]) or _same_capture(texts[i], texts[i + 1], profile)
+                  for i in followed]
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     # a line exactly k widths long ends in a full piece: its run reaches the end of the
     # excerpt (or a blank line), and the cuts fall inside words
@@ -271,6 +279,13 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
             and len(cut) >= 0.02 * len(lengths)):
         return width
     return None
+
+
+def _same_capture(line: str, following: str, profile: Profile | None) -> bool:
+    """Both lines carry the capture's prefix (`0: `, `vllm-1  | `): the capture wrote the
+    next one as a line of its own, where a terminal's cut would carry no prefix."""
+    layers = peel(line, profile).layers
+    return bool(layers) and peel(following, profile).layers == layers
 
 
 def cuts_a_word(held: str, text: str) -> bool:

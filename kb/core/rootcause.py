@@ -458,6 +458,7 @@ def _mark_recovered(groups: list[Group]) -> None:
 
 
 _RELAYED_CHARS = 30  # a line this long is a statement of its own, not a common phrase
+_RELAYED_TAIL = 100
 
 
 def _mark_relayed(groups: list[Group]) -> None:
@@ -466,9 +467,13 @@ def _mark_relayed(groups: list[Group]) -> None:
     message "<the panic's message>"` after the panic, a supervisor's "child failed: <its
     error>". It points at the earlier error, as a wrapper does; a repeat of the error
     (the same first line) is not a relay."""
-    stated = [(g.first.event.line_number or 0, line) for g in groups
+    stated = [(g.first.event.line_number or 0, snippet) for g in groups
               if g.tier.startswith("root") or g.tier == "cascade"
-              for line in {part.strip() for part in g.first.event.message.split("\n")} if len(line) >= _RELAYED_CHARS]
+              for line in {part.strip() for part in g.first.event.message.split("\n")}
+              if len(line) >= _RELAYED_CHARS and not any(rule.pattern.search(line) for rule in P.MESSAGE_BOILERPLATE)
+              # a long line's end too: a relay quotes the message, the line may carry a header
+              # a terminal's cut glued to it ("panicked at worker.rs:247:17:Failed to ...")
+              for snippet in {line, line[-_RELAYED_TAIL:]}]
     for group in groups:
         event = group.first.event
         if not group.tier.startswith("root"):
