@@ -116,8 +116,10 @@ class Analyzer:
         elif root is None and self._extractor.unstated is not None:
             verdict = "not_captured"
             self._notes.append(unstated_error(*self._extractor.unstated))
-        elif root is None and self._last_line is not None and (context.engine or self._context.phase_markers):
-            # a launch's log that holds no error: it ends before the error that stopped it
+        elif root is None and self._last_line is not None and (
+                context.engine or self._context.phase_markers or self._context.first_timestamp is not None):
+            # a launch's log (an engine, its stages, or a program's timestamped records) that
+            # holds no error: it ends before the error that stopped it
             verdict = "not_captured"
             number, raw = self._last_line
             text, _ = Redactor().line(parse_line(number, raw[:MAX_LINE].decode("utf-8", "replace"), self._profile).body)

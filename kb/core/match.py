@@ -189,8 +189,11 @@ def without_value_reports(a: str, b: str) -> tuple[str, str]:
 
 def _detail_added(short: str, long: str) -> bool:
     """`long` is `short` and then a clause of detail (after ": ", "; ", a sentence end or in
-    parentheses), and `short` says enough on its own (more terms than a generic message)."""
-    return (len(long) > len(short) and long.startswith(short) and long[len(short):len(short) + 2] in (": ", "; ", ". ", " (")
+    parentheses, or a result code and its name: "was found -46 (PI_ERROR_INVALID_KERNEL_NAME)"),
+    and `short` says enough on its own (more terms than a generic message)."""
+    added = long[len(short):]
+    return (len(long) > len(short) and long.startswith(short)
+            and (added[:2] in (": ", "; ", ". ", " (") or added.startswith(" <n> ("))
             and len(terms(short)) > _GENERIC_TERMS)
 
 

@@ -155,6 +155,17 @@ PREFIXES: tuple[Prefix, ...] = (
            "2024-05-01 10:00:05.456 | ERROR    | app.server:start:57 - Failed to load model: CUDA out of memory",
            "loguru's default and FastChat's logger: time | LEVEL | name or module:function:line, then the message",
            header=True, starts='0123456789'),
+    # Any logger whose format is a run of bracketed fields: the run ends where the message
+    # starts (behind an arrow, a dash, a colon or a bar), and the fields that are a time or
+    # a level say so, in whatever order. One must be a time, so a bracketed list or an
+    # error's own tags ("[TensorRT-LLM][ERROR] ...") are no head.
+    Prefix("bracket-fields", _r(r"^(?=(?:\[[^\[\]]{1,60}\] ?){0,5}\[\d{4}-\d\d-\d\d[T ][\d:.,]+\])"
+                                r"(?:\[(?:(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)|(?P<level>" + _PIPE_LEVELS + r")"
+                                r"|[^\[\]\s][^\[\]]{0,59})\] ?){2,6}(?:(?:>{1,3}|-|:|\|) )?"),
+           "[2024-04-17 20:07:13,727] [ERROR] [MainThread] [asyncio] >>> AssertionError",
+           "a logger whose format is bracketed fields ('[%(asctime)s] [%(levelname)s] [%(threadName)s] "
+           "[%(name)s] >>> %(message)s'), in any order, one of them a time",
+           header=True, starts="["),
     Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)?"),
            "2024-01-01 10:00:00.123 ERROR something failed",
            "any other ISO-timestamped logger", header=True, starts='0123456789'),
@@ -292,10 +303,30 @@ ERROR_LINES: tuple[Rule, ...] = (
          "TensorRT-LLM's C++ runtime logs fatal errors with this tag, often without a Python exception",
          exception="[TensorRT-LLM][ERROR]", role="root", kind="cpp", anchors=("[TensorRT-LLM][ERROR]",)),
     Rule("ggml-assert",
-         _r(r"(?P<msg>GGML_ASSERT\(.{0,600}?\) failed|GGML_ASSERT: \S+:\d+: .+)"),
+         _r(r"(?P<msg>GGML_ASSERT\(.{0,600}?\) failed|GGML_ASSERT: \S+:\d+: .+|(?<=\d: )GGML_ASSERT\(.{8,600}$)"),
          "/src/llama.cpp/ggml/src/ggml.c:3921: GGML_ASSERT(ggml_nelements(a) == ne0*ne1) failed",
-         "llama.cpp / ggml abort on a failed assertion; the condition names the cause",
+         "llama.cpp / ggml abort on a failed assertion; the condition names the cause (behind the "
+         "abort's `file:line: `, a line an excerpt cut before `) failed` still reports it)",
          exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",)),
+    Rule("open-mpi-runtime-error",
+         _r(r"^\[[\w.-]+:\d+\] (?:\[\[\d+,\d+\],\d+\] )?(?P<msg>(?:PRTE|PRRTE|ORTE|OPAL|PMIX) ERROR: .+)$"),
+         "[worker:15806] PRTE ERROR: Bad parameter in file base/odls_base_default_fns.c at line 962",
+         "Open MPI's runtime (PRRTE in Open MPI 5, ORTE before) could not start or wire up the ranks: "
+         "mpirun / MPI_Comm_spawn fail after it, and TensorRT-LLM's workers never start",
+         exception="MPI error", role="root", kind="cpp", anchors=("RTE ERROR: ", "OPAL ERROR: ", "PMIX ERROR: ")),
+    Rule("ptxas-fatal",
+         _r(r"^(?P<msg>ptxas\s+(?:fatal|error)\s*: .+)$"),
+         "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
+         "CUDA's PTX assembler (run by Triton and JIT builds) rejects its input, most often a GPU "
+         "architecture newer than the bundled ptxas; Triton raises it as PTXASError",
+         exception="PTXASError", role="root", kind="cpp", anchors=("ptxas fatal", "ptxas error")),
+    Rule("exception-caught-at",
+         _r(r"(?:^(?!.*\bstd(?:err|out) )|(?<=std(?:err|out) ))(?P<msg>\S.{8,600}?)\s*Exception caught at(?: file:|\s*f?i?l?$)"),
+         "No kernel named _ZTSZZL17rms_norm_f32_syclPKfPfiif was found -46 (PI_ERROR_INVALID_KERNEL_NAME)Exception caught at file:/app/ggml/src/ggml-sycl.cpp, line:3528",
+         "a C++ catch that prints what() and then where it caught it (ggml-sycl's SYCL_CHECK: a "
+         "sycl::exception), the two glued without a space; the line is what() (behind a "
+         "wrapper's stream label: LocalAI's `stderr `)",
+         exception="sycl::exception", role="root", kind="cpp", anchors=("Exception caught at",)),
     Rule("glibc-assert",
          _r(r"(?<!\S)(?P<msg>[^\s:]+: [^\s:]+:\d+: .{1,400}?: Assertion [`'].+['`] failed\.)"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",

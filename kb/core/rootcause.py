@@ -101,7 +101,7 @@ def choose(found: list[Found], benign: bool = True,
                     and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
         if reported:
             best = reported[0]
-    stated = _stated_by_library(best, groups)
+    stated = _stated_by_library(best, groups) or _introduced_below(best, groups)
     if stated is not None:
         best = stated
     killed = [g for g in groups if _shell_killed(g.first.event) and g.first.event.process == best.first.event.process
@@ -205,6 +205,31 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
         # a statement of failure outranks a warning the library printed before it
         return min(stated, key=lambda g: (_is_warning(g.first), g.first.event.line_number or 0), default=None)
     return None
+
+
+_INTRODUCED_WITHIN = 3  # lines below the introduction (a terminal's cut may split it)
+_INTRODUCES = re.compile(r"^[\w`'\" .-]{1,40}:$")  # "`ptxas` stderr:", "Last error:", "Output:"
+
+
+def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
+    """An exception whose message ends by introducing another text ("... PTXAS error:
+    Internal Triton PTX codegen error / `ptxas` stderr:") relays what the next line
+    states in a format of its own (`ptxas fatal : Value 'sm_121a' is not defined ...`):
+    the tool's own statement of what failed is the error, with the exception's frames."""
+    event = best.first.event
+    lines = event.message.rstrip().split("\n")
+    if not best.tier.startswith("root") or event.kind != "python" or len(lines) < 2 or not _INTRODUCES.match(lines[-1].strip()):
+        return None
+    end = max(best.first.end_line, event.line_number or 0)
+    after = [g for g in groups if g is not best and g.first.event.process == event.process
+             and (g.first.event.line_number or 0) > end]
+    stated = min(after, key=lambda g: g.first.event.line_number or 0, default=None)
+    if (stated is None or not stated.tier.startswith("root") or stated.first.event.kind == "python"
+            or (stated.first.event.line_number or 0) - end > _INTRODUCED_WITHIN):
+        return None  # the next error of its process is not the text right below it
+    if not stated.first.event.frames:
+        stated.first.event.frames = event.frames
+    return stated
 
 
 def _is_warning(found: Found) -> bool:

@@ -68,6 +68,7 @@ class Found:
     # a logged line that introduces the traceback after it ("EngineCore hit an exception:
     # Traceback ..."): the traceback's error is the one it reports
     introduces: bool = False
+    end_line: int = 0  # the line its message's last continuation line began on (0: none)
 
 
 @dataclass(slots=True)
@@ -368,6 +369,7 @@ class Extractor:
         event = found.event
         code_like = not found.wraps and line.body[:4] == "    " and line.body[4:5] != " "
         stream.before_code_line = (found, event.message) if code_like else None
+        found.end_line = line.number
         if found.wraps:  # a sentence wrapped in a column: its words go on
             event.message = f"{event.message} {stripped}".strip()
         else:

@@ -583,3 +583,11 @@ def test_one_compiler_message_from_one_kernel_is_known_wherever_the_log_shows_it
         "vllm/model_executor/layers/fused_moe/fused_moe.py:invoke_fused_moe_kernel", "<triton>:fused_moe_kernel"])
     quoted = dataclasses.replace(_crash("ValueError", _FP8E4NV), frames=["<triton>:fused_moe_kernel"])
     assert score(worker, quoted).status == "known"
+
+
+def test_a_result_code_one_runtime_adds_after_the_same_message_is_detail():
+    # one SYCL runtime ends what() with its result code and name, another does not
+    newer = _crash("sycl::exception", "No kernel named _ZTSZZL17rms_norm_f32_syclPKfPfiif was found -46 "
+                                      "(PI_ERROR_INVALID_KERNEL_NAME)", engine="llama.cpp")
+    older = _crash("sycl::exception", "No kernel named _ZTSZZL17rms_norm_f32_syclPKfPfiif was found", engine="llama.cpp")
+    assert score(newer, older).status == "known"
