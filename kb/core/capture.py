@@ -258,7 +258,7 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     followed = [i for i in cut if i + 1 < len(texts)]
     new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
                   or same_head(texts[i], texts[i + 1]) or _same_capture(texts[i], texts[i + 1], profile)
-                  for i in followed]
+                  or _whole_frame_line(texts[i], texts[i + 1]) for i in followed]
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     # a line exactly k widths long ends in a full piece: its run reaches the end of the
     # excerpt (or a blank line), and the cuts fall inside words
@@ -279,6 +279,16 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
             and len(cut) >= 0.02 * len(lengths)):
         return width
     return None
+
+
+_FRAME_LINE = re.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)$')
+
+
+def _whole_frame_line(line: str, following: str) -> bool:
+    """A Python frame line, whole (`File "...", line 1511, in _wrapped_call_impl`), before
+    a line that is not the rest of a function's name: the frame's code line, its own record
+    (a paste that lost the code's indent has nothing else to tell it apart)."""
+    return bool(_FRAME_LINE.search(line)) and not following.strip().isidentifier()
 
 
 def _same_capture(line: str, following: str, profile: Profile | None) -> bool:
