@@ -115,6 +115,12 @@ ATOMS: tuple[Prefix, ...] = (
          "3: Traceback (most recent call last):",
          "srun --label: the task id (zero-padded to the width of the largest), even on a one-line excerpt "
          "(indented numbers are a backtrace's frames)", starts="0123456789"),
+    Prefix("process-index", lazy(r"^(?P<stream>\[\d{1,4}\]) (?=std(?:err|out): )"),
+           "[1] stderr: gguf_init_from_file: invalid magic characters 'PK', expected 'GGUF'",
+           "a runner of several commands labels each one's lines with its index (npm's concurrently, "
+           "GNU parallel --tag), here before the stream it relays; elsewhere the index is learned as a "
+           "repeated head, as torch's own '[5] is setting up NCCL communicator' is no label",
+           starts="["),
     Prefix("pdsh-ip", lazy(r"^(?P<stream>(?P<host>\d{1,3}(?:\.\d{1,3}){3})): "),
          "192.168.1.20: RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191",
          "pdsh (DeepSpeed's multi-node runner) labels each node's lines with its host, often an address "
@@ -196,8 +202,9 @@ class Profile:
 
 
 # A head: a short run without spaces (or with one, for `host 3:`) ending in a separator
-# that launchers put after their label: ': ', '| ' (padded: '  | '), '> ', ']: '.
-_HEAD = re.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?)(: | *\| |> |:(?=\[)|\]: )")
+# that launchers put after their label: ': ', '| ' (padded: '  | '), '> ', ']: '; or a
+# process index in brackets (`[1] `: npm's concurrently, GNU parallel --tag).
+_HEAD = re.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?|\[\d{1,4}\])(: | *\| |> |:(?=\[)|\]: |(?<=\]) )")
 
 
 def _head_shape(body: str) -> str | None:
@@ -254,7 +261,7 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
         return None
     # a line that holds a whole JSON record (docker's json-file) was not cut
     cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)
-           and "docker-json" not in peel(text, profile).layers]
+           and not {"docker-json", "json-record"} & set(peel(text, profile).layers)]
     followed = [i for i in cut if i + 1 < len(texts)]
     new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
                   or same_head(texts[i], texts[i + 1]) or _same_capture(texts[i], texts[i + 1], profile)
@@ -502,6 +509,8 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
                     and not known_engine_prefix(text)):
                 atom_match = ("bracket-label", match)
         if atom_match is None:
+            if text.startswith('{"') and "json-record" not in out.layers:
+                _json_record(out)  # a program's JSON record behind the capture's prefix
             return out
         name, match = atom_match
         groups = match.groupdict()
@@ -532,3 +541,32 @@ def _docker_json(out: Peeled) -> None:
     if isinstance(time, str):
         out.timestamp = time
     out.layers += ("docker-json",)
+
+
+_JSON_LEVELS = {"ERROR": "ERROR", "WARN": "WARNING", "WARNING": "WARNING", "INFO": "INFO", "DEBUG": "DEBUG",
+                "TRACE": "DEBUG", "FATAL": "FATAL", "CRITICAL": "CRITICAL", "PANIC": "FATAL"}
+
+
+def _json_record(out: Peeled) -> None:
+    """A program that logs JSON records (Rust's tracing, Go's zap and slog, structlog):
+    {"timestamp": ..., "level": "ERROR", "message": "...", "target": ...}. The line becomes
+    its level and its message, as a text logger prints them, so the level-word prefix reads
+    them; a record whose message spans lines is left whole (its escaped traceback is read
+    as one, kb.core.tracebacks)."""
+    try:
+        record = json.loads(out.text)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(record, dict):
+        return
+    fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    message = next((m for m in (record.get("message"), record.get("msg"), fields.get("message")) if isinstance(m, str)), None)
+    level = record.get("level") or record.get("severity") or record.get("levelname")
+    level = _JSON_LEVELS.get(level.upper()) if isinstance(level, str) else None
+    if message is None or level is None or "\n" in message:
+        return
+    out.text = f"{level} {message}" if message else level
+    time = record.get("timestamp") or record.get("time") or record.get("ts")
+    if isinstance(time, str) and out.timestamp is None:
+        out.timestamp = time
+    out.layers += ("json-record",)

@@ -142,6 +142,11 @@ PREFIXES: tuple[Prefix, ...] = (
            "[ERROR] GE(173913,):2025-12-25-17:14:00.937.954 [tiling.cc:312]174006 BuildTilingParseOutputs: ErrorNo: 1343225857(Parameter invalid!) Failed",
            "a bracketed level first; Huawei CANN's log (vllm-ascend) goes on with module(pid,process):time [file:line]tid",
            header=True, starts="["),
+    Prefix("stream-label", _r(r"^std(?:err|out): "),
+           "stderr: gguf_init_from_file: invalid magic number 0a8a0280",
+           "a wrapper that relays a child's output line by line names the stream it came from "
+           "(Jan's and other desktop apps' model servers)",
+           starts="s"),
     Prefix("level-word", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"),
            "ERROR serve_adapter: startup failed, exiting with status 1",
            "loggers that print only the level before the message (after a capture timestamp, uvicorn)",
@@ -320,6 +325,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "CUDA's PTX assembler (run by Triton and JIT builds) rejects its input, most often a GPU "
          "architecture newer than the bundled ptxas; Triton raises it as PTXASError",
          exception="PTXASError", role="root", kind="cpp", anchors=("ptxas fatal", "ptxas error")),
+    Rule("ray-placement-group-wait",
+         _r(r"(?P<msg>Waiting for creating a placement group of specs for \d+ seconds\..*)$"),
+         "Waiting for creating a placement group of specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` ...",
+         "vLLM on Ray waits for GPUs the cluster does not have (a worker not joined, fewer GPUs than "
+         "the parallel layout): the launch hangs here, and this is its last word",
+         exception="Ray placement group timeout", role="root", kind="log_error",
+         anchors=("Waiting for creating a placement group",)),
     Rule("exception-caught-at",
          _r(r"(?:^(?!.*\bstd(?:err|out) )|(?<=std(?:err|out) ))(?P<msg>\S.{8,600}?)\s*Exception caught at(?: file:|\s*f?i?l?$)"),
          "No kernel named _ZTSZZL17rms_norm_f32_syclPKfPfiif was found -46 (PI_ERROR_INVALID_KERNEL_NAME)Exception caught at file:/app/ggml/src/ggml-sycl.cpp, line:3528",
@@ -327,6 +339,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "sycl::exception), the two glued without a space; the line is what() (behind a "
          "wrapper's stream label: LocalAI's `stderr `)",
          exception="sycl::exception", role="root", kind="cpp", anchors=("Exception caught at",)),
+    Rule("assert-macro-condition",
+         _r(r"(?P<msg>Assertion failed: (?:[\w.+-]*[/\\])*[\w.+-]+\.(?:cu|cuh|cpp|cc|c|h|hpp):\d+, condition: .+)$"),
+         "Assertion failed: /sgl-workspace/DeepEP/csrc/kernels/internode.cu:483, condition: ibgda_get_state()->num_rc_per_pe >= num_channels",
+         "a library's own assert macro (DeepEP's EP_DEVICE_ASSERT / EP_HOST_ASSERT) printing where it "
+         "failed and the condition: the condition names what does not fit",
+         exception="Assertion failed", role="root", kind="cpp", anchors=(", condition: ",)),
     Rule("glibc-assert",
          _r(r"(?<!\S)(?P<msg>[^\s:]+: [^\s:]+:\d+: .{1,400}?: Assertion [`'].+['`] failed\.)"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
@@ -669,6 +687,12 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
 # (a paste of the message alone, above or without its traceback) names its type, and is no
 # other message's next line.
 PYTHON_MESSAGES: tuple[Rule, ...] = (
+    Rule("ray-placement-group-short",
+         _r(r"(?P<msg>The number of required GPUs exceeds the total number of available GPUs in the placement group\.?)"),
+         "The number of required GPUs exceeds the total number of available GPUs in the placement group.",
+         "vLLM on Ray: the cluster has fewer GPUs than the parallel layout needs (raised as ValueError; "
+         "later releases log it and wait for the placement group)",
+         exception="ValueError", role="root", kind="python", anchors=("The number of required GPUs exceeds",)),
     Rule("python-attribute-error",
          _r(r"^(?P<msg>(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute '\w+'(?:\. Did you mean: '\w+'\?)?)$"),
          "'LLMEngine' object has no attribute 'model_executor'",

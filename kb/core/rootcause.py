@@ -81,6 +81,7 @@ def choose(found: list[Found], benign: bool = True,
         return None, []
     _mark_propagated(groups)
     _mark_relayed(groups)
+    _mark_exit_reports(groups)
     _mark_recovered(groups)
     scores = {id(g): _score(g) for g in groups}
     ranked = sorted(groups, key=lambda g: (-scores[id(g)], g.first.event.line_number or 0))
@@ -89,6 +90,12 @@ def choose(found: list[Found], benign: bool = True,
               and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
     if native:
         best = native[0]  # a native crash kills its process first: what follows is fallout
+    asserted = [g for g in groups if _kernel_assert(g.first.event) and g.tier == "root-rule"
+                and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
+    if asserted and _CUDA_ERROR.search(f"{best.first.event.exception}: {best.first.event.message}"):
+        # a kernel that failed its own assertion traps: the host learns of it as the next
+        # CUDA error ("device-side assert triggered", "unspecified launch failure")
+        best = asserted[0]
     if _is_crash(best.first.event):
         # ... and a crash after a native library or a GPU runtime reported its own failure
         # (llama.cpp's "error loading model", then ctypes' access violation on the null model;
@@ -141,6 +148,17 @@ def choose(found: list[Found], benign: bool = True,
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
     symptoms.sort(key=lambda e: e.line_number or 0)
     return root, symptoms
+
+
+_CUDA_ERROR = re.compile(r"CUDA error|cudaError|CUDA_ERROR|launch failure")
+_KERNEL_SOURCE = re.compile(r"\.cuh?:\d+")
+
+
+def _kernel_assert(event: ErrorEvent) -> bool:
+    """An assertion a GPU kernel failed: torch's device-side assert, or a library's assert
+    macro printed from a .cu source (DeepEP's EP_DEVICE_ASSERT)."""
+    return event.exception == "CUDA device-side assert" or (
+        event.exception == "Assertion failed" and bool(_KERNEL_SOURCE.search(event.message)))
 
 
 _SHELL_JOB_SIGNAL = next(rule for rule in P.ERROR_LINES if rule.name == "shell-job-signal")
@@ -509,6 +527,25 @@ def _mark_relayed(groups: list[Group]) -> None:
                 group.tier = "symptom"
                 group.reason = f"relays an earlier error (line {number}): {line[:80]}"
                 break
+
+
+def _mark_exit_reports(groups: list[Group]) -> None:
+    """`Error: <what failed>` outside any traceback is a program's exit report (Rust's
+    `main` returning an anyhow error, with its "Caused by:" chain; a Go CLI): it wraps an
+    error its process logged before it ("ERROR ... Could not start Candle backend: cannot
+    find tensor dense.weight", then "Error: Could not create backend"). With such an error
+    before it (its process's, or a JSON record's the stream split off) it is set aside;
+    alone, it is all the log says (an ollama CLI's reply)."""
+    for group in groups:
+        event = group.first.event
+        if event.exception != "Error" or event.frames or group.first.in_traceback or not group.tier.startswith("root"):
+            continue
+        line = event.line_number or 0
+        if any(other is not group and not other.recovered
+               and (other.tier.startswith("root") or other.tier == "log_error")
+               and (other.first.event.line_number or 0) < line for other in groups):
+            group.tier = "symptom"
+            group.reason = "a program's exit report: it wraps the error its process logged before it"
 
 
 PROPAGATION_LINES = 4  # how close below a native failure its callers report giving up
