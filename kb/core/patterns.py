@@ -508,14 +508,21 @@ ERROR_LINES: tuple[Rule, ...] = (
          "the rank that failed first ended by this signal",
          exception="signal", role="confirmation", kind="signal", anchors=("exitcode  : -", "exitcode : -")),
     Rule("dynamic-loader-error",
-         _r(r"(?:^|(?<=\S)(?=/))(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: [\w.$@]+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
+         _r(r"(?:^|(?<=\S)(?=/)|(?<=[Ee]rror: ))(?P<msg>(?:[\w ]{1,40}: ){0,4}?[^\s:'\"(]*\.so(?:\.[\w.]+)?: (?:undefined symbol: [\w.$@]+|cannot open shared object file: [\w ]+|version [`'][^']+' not found\b.*))\s*$"),
          "/opt/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2E",
          "the dynamic loader could not load a library (dlerror()'s text, behind at most a few callers' words, "
          "or its absolute path glued to another writer's text): "
          "a build against another torch/CUDA/glibc, or a library not installed. Python raises it as ImportError; "
-         "native servers (Triton's backends) and wrappers that keep only the text print it alone",
+         "native servers (Triton's backends) and wrappers that keep only the text print it alone "
+         "(or quote it after their own words: '... with error: libcublasLt.so.11: cannot open ...')",
          exception="dynamic loader error", role="root", kind="native",
          anchors=(": undefined symbol: ", "cannot open shared object file", "' not found")),
+    Rule("dynamic-loader-any-of",
+         _r(r"(?P<msg>Unable to load any of \{[^{}]*\.so[^{}]*\})"),
+         "Unable to load any of {libcudnn_ops.so.9.1.0, libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}",
+         "a library that loads its parts by name (cuDNN 9, under CTranslate2 or ONNX Runtime) found none of the "
+         "names it tried: the library is not installed where the loader looks",
+         exception="dynamic loader error", role="root", kind="native", anchors=("Unable to load any of {",)),
     Rule("compiler-diagnostic",
          _r(r"^(?P<msg>nvcc (?:fatal|error)\s*: .+|[^\s:]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+){1,2}: (?:fatal )?error: .+"
             r"|(?:cc1plus|cc1|gcc|g\+\+|c\+\+|clang(?:\+\+)?|collect2|ld): (?:fatal )?error: .+)$"),

@@ -95,6 +95,7 @@ class _Stream:
     bare: Found | None = None  # `RuntimeError:` alone: an exception only if its text follows, indented
     bare_unindented: bool = False  # ... or a warning's `x.py:N: UserWarning:`, whose text follows as is
     indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
+    frame_indent: int = 2  # ... and by how much (2 as Python prints them; more when pasted indented)
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
     untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
     previous: str = ""  # the stream's last line, stripped
@@ -228,6 +229,7 @@ class Extractor:
         match = P.FRAME.match(body)
         if match:
             stream.indented_frames = body[:1] in (" ", "\t")
+            stream.frame_indent = len(body) - len(body.lstrip())
             stream.untyped_tail, stream.untyped_lines = None, 0  # more frames: that line was not the last
             if len(frames) < _MAX_FRAMES:
                 frames.append(Frame(match["file"], (match["func"] or "?").strip(), int(match["line"])))
@@ -240,7 +242,10 @@ class Extractor:
             self._close_truncated(line.key, stream)
             return False
         exc = P.EXCEPTION_LINE.match(stripped)
-        if exc and not body.startswith((" ", "\t")) and _looks_like_exception(exc["exc"], in_traceback=True):
+        # Python prints frames two columns right of the exception line; a traceback pasted
+        # indented (quoted in a report, a launcher's nested output) keeps that step
+        at_exception = not body.startswith((" ", "\t")) or len(body) - len(stripped) == stream.frame_indent - 2
+        if exc and at_exception and _looks_like_exception(exc["exc"], in_traceback=True):
             self._close(line, stream, exc["exc"], exc["msg"] or "")
             return True
         if not body.startswith((" ", "\t")) and _states_error(stripped):

@@ -591,3 +591,13 @@ def test_a_result_code_one_runtime_adds_after_the_same_message_is_detail():
                                       "(PI_ERROR_INVALID_KERNEL_NAME)", engine="llama.cpp")
     older = _crash("sycl::exception", "No kernel named _ZTSZZL17rms_norm_f32_syclPKfPfiif was found", engine="llama.cpp")
     assert score(newer, older).status == "known"
+
+
+def test_a_windows_install_path_is_normalized_like_a_unix_one():
+    # one wheel's DLL missing a dependency, installed under two users' Windows paths
+    first = _crash("FileNotFoundError", r"Could not find module 'C:\Users\ana\AppData\Local\Programs\Python\Python311"
+                                        r"\Lib\site-packages\llama_cpp\lib\ggml.dll' (or one of its dependencies).", engine=None)
+    second = _crash("FileNotFoundError", r"Could not find module 'D:\ComfyUI_portable\python_embeded\Lib\site-packages"
+                                         r"\llama_cpp\lib\ggml.dll' (or one of its dependencies).", engine=None)
+    assert first.message_template == second.message_template
+    assert score(first, second).status == "known"
