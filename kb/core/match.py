@@ -306,6 +306,19 @@ def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
     return out
 
 
+# A token that names a thing: an acronym (UVA, NCCL), a code identifier (num_gpu_blocks,
+# sm90, cudaMalloc)
+_NAMING_TOKEN = re.compile(r"\b(?:[A-Z]{2,}[A-Z0-9]*|[a-z]+_[a-z0-9_]+|[A-Za-z]+[0-9]\w*|[a-z]+[A-Z]\w*)\b")
+
+
+def _generic(template: str) -> bool:
+    """A message of few words that names nothing ("<n> is not divisible by <n>",
+    "Permission denied") says nothing of what failed: where it was raised must say it. A
+    short message that names a thing ("UVA is not available") says it itself."""
+    text = comparable(template)
+    return len(terms(text)) <= _GENERIC_TERMS and not _NAMING_TOKEN.search(text)
+
+
 def _kernel_pair(a: list[str], b: list[str]) -> list[tuple[str, str, str]]:
     """The compiled kernels both crashes failed in (kb.core.tracebacks.compiled_kernel),
     when they differ: one compiler message from two kernels is two crashes."""
@@ -374,7 +387,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         explanation.append(f"frames {frames:.0f}/100")
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
         core = parts["exception"] * exc + parts["message"] * msg + parts["frames"] * frames
-        generic = len(terms(comparable(query.message_template))) <= _GENERIC_TERMS
+        generic = _generic(query.message_template)
         if not site_is_identity and not generic:
             # frames only ever help: engines move code between versions
             core = max(core, _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg)
