@@ -36,7 +36,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kb.core.lazyre import lazy
-from kb.core.patterns import ERROR_LINES, EXCEPTION_LINE, Prefix, by_first_char, known_engine_prefix, starts_record
+from kb.core.patterns import (ERROR_LINES, EXCEPTION_LINE, IPYTHON_HEADER, Prefix, by_first_char, known_engine_prefix,
+                              starts_record)
 
 _MAX_LAYERS = 6
 _REPEATED = 0.6  # share of the head's non-empty lines a learned head must start
@@ -418,7 +419,7 @@ def unglued(text: str) -> list[str]:
             label = max(set(labels), key=labels.count)
             if labels.count(label) >= _INLINE_LABELS:
                 return [part for part in text.split(f" {label}: ") if part.strip()]
-    if _PADDING not in text:
+    if _PADDING not in text or IPYTHON_HEADER.match(text):
         return [text]
     return _GLUED_LINE.split(text)
 

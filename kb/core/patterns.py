@@ -216,6 +216,11 @@ def starts_record(text: str, specific: bool = False) -> bool:
 # Python traceback grammar
 # --------------------------------------------------------------------------------------
 TRACEBACK_START = _r(r"Traceback \(most recent call last\):\s*$")
+# IPython's traceback header: the exception's type, padded to the console's width, then
+# "Traceback (most recent call last)" without a colon; its last line is "Type: message"
+IPYTHON_HEADER = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*) {2,}Traceback \(most recent call last\)\s*$")
+# ... and its frames: "File ~/envs/x/lib/python3.10/site-packages/m.py:214, in Class.method(self, x)"
+IPYTHON_FRAME = _r(r"^\s*File \[?(?P<file>[^\s\[\](),]+?\.pyx?):(?P<line>\d+)\]?(?:\([^)]*\))?, in (?P<func>[\w.<>]+)")
 # "  File "x.py", line 3, in f" (traceback) and "  File "x.py", line 3 in f" (faulthandler)
 FRAME = _r(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$')
 FAULTHANDLER_STACK = _r(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$")
@@ -695,10 +700,11 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
 # other message's next line.
 PYTHON_MESSAGES: tuple[Rule, ...] = (
     Rule("ray-placement-group-short",
-         _r(r"(?P<msg>The number of required GPUs exceeds the total number of available GPUs in the placement group\.?)"),
+         _r(r"(?:^|(?<=\] ))(?P<msg>The number of required GPUs exceeds the total number of available GPUs in the placement group\.?)$"),
          "The number of required GPUs exceeds the total number of available GPUs in the placement group.",
          "vLLM on Ray: the cluster has fewer GPUs than the parallel layout needs (raised as ValueError; "
-         "later releases log it and wait for the placement group)",
+         "later releases log it and wait for the placement group; behind a logger's `file.py:320] ` "
+         "that a paste cut)",
          exception="ValueError", role="root", kind="python", anchors=("The number of required GPUs exceeds",)),
     Rule("python-attribute-error",
          _r(r"^(?P<msg>(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute '\w+'(?:\. Did you mean: '\w+'\?)?)$"),

@@ -77,6 +77,7 @@ class _Stream:
     frames: list[Frame] | None = None  # not None while a traceback is open
     tb_line: LogLine | None = None
     tb_header: str | None = None
+    tb_type: str | None = None  # the type IPython's header names ("RuntimeError   Traceback ...")
     tb_intro: str | None = None  # the logged line alone just above the open traceback
     last_found_end: int = 0  # the last physical line of the line last_found was found on
     pending_chain: str | None = None
@@ -182,9 +183,11 @@ class Extractor:
         if stream.native is not None and self._native_site_line(stream, stripped, contiguous):
             return
 
-        start = body.find("Traceback (most recent call last):")
-        if start >= 0:
-            header = body[:start].rstrip(" :,") or stream.pending_header
+        start = body.find("Traceback (most recent call last)")
+        ipython = P.IPYTHON_HEADER.match(body) if start > 0 else None
+        if start >= 0 and (body.startswith(":", start + len("Traceback (most recent call last)")) or ipython):
+            # (IPython's header names the type first; its message is on the traceback's last line)
+            header = None if ipython else body[:start].rstrip(" :,") or stream.pending_header
             stream.pending_header = None
             self._end_continuation(stream)
             if header:
@@ -197,6 +200,7 @@ class Extractor:
             stream.frames = []
             stream.tb_line = line
             stream.tb_header = header
+            stream.tb_type = ipython["exc"] if ipython else None
             if header and line.header and line.process is not None:
                 self.embedded = line.key
             return
@@ -226,7 +230,7 @@ class Extractor:
     def _traceback_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> bool:
         frames = stream.frames
         assert frames is not None
-        match = P.FRAME.match(body)
+        match = P.FRAME.match(body) or (P.IPYTHON_FRAME.match(body) if stream.tb_type else None)
         if match:
             stream.indented_frames = body[:1] in (" ", "\t")
             stream.frame_indent = len(body) - len(body.lstrip())
@@ -241,6 +245,12 @@ class Extractor:
         if "Traceback (most recent call last):" in body:
             self._close_truncated(line.key, stream)
             return False
+        if stream.tb_type and _IPYTHON_LISTING.match(stripped):
+            # IPython lists each frame's source, numbered, an arrow at the line it ran
+            if frames and stripped.startswith("-") and frames[-1].code is None:
+                last = frames[-1]
+                frames[-1] = Frame(last.file, last.function, last.line, stripped.lstrip("->").strip().partition(" ")[2][:300])
+            return True
         exc = P.EXCEPTION_LINE.match(stripped)
         # Python prints frames two columns right of the exception line; a traceback pasted
         # indented (quoted in a report, a launcher's nested output) keeps that step
@@ -296,7 +306,7 @@ class Extractor:
         self._chain(stream, found)
         stream.frames = None
         stream.tb_line = None
-        stream.tb_header = stream.tb_intro = None
+        stream.tb_header = stream.tb_intro = stream.tb_type = None
         self._add(stream, found)
         stream.continuation_of = found
         stream.continuation_lines = 0
@@ -309,17 +319,18 @@ class Extractor:
         stream.tb_line = None
         if self.embedded == key:
             self.embedded = None
-        if not frames:
+        if not frames and not stream.tb_type:
             return
-        exception, message, inferred = "", "", False
-        code = frames[-1].code or ""
+        exception, message, inferred = stream.tb_type or "", "", False
+        stream.tb_type = None
+        code = frames[-1].code or "" if frames else ""
         raise_match = P.RAISE_CALL.match(code)
         untyped = stream.untyped_tail if stream.untyped_lines == 1 else None
         stream.untyped_tail, stream.untyped_lines = None, 0
         if untyped:
             message = untyped
         elif raise_match:
-            exception, message, inferred = raise_match["exc"], (raise_match["msg"] or "").strip(), True
+            exception, message, inferred = exception or raise_match["exc"], (raise_match["msg"] or "").strip(), True
         elif stream.tb_header:
             message = _stated_in_header(stream.tb_header)
         elif stream.tb_intro:
@@ -472,7 +483,7 @@ class Extractor:
             # the excerpt starts inside a traceback: read it as one whose header is missing
             stream.frames = [Frame(frame["file"], (frame["func"] or "?").strip(), int(frame["line"]))]
             stream.tb_line = line
-            stream.tb_header = stream.tb_intro = None
+            stream.tb_header = stream.tb_intro = stream.tb_type = None
             return
         if _is_boilerplate(stripped):
             self._evidence(line, stripped)
@@ -781,6 +792,10 @@ def _says_something(text: str) -> bool:
 _TAGS = re.compile(r"\[[^\[\]]*\]")
 
 
+# IPython's frame listing: "Cell In[7], line 4", numbered source lines, "----> 4 x = f()"
+_IPYTHON_LISTING = lazy(r"^(?:Cell In\[\d*\], line \d+|-*> ?\d+ |\d+ |-{10,}$)")
+
+
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     last = name.rsplit(".", 1)[-1]
     if P.EXCEPTION_NAME_OUTSIDE.search(last):
@@ -788,8 +803,9 @@ def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     if not in_traceback:
         return False
     # inside a traceback any CamelCase class name can close it (KeyboardInterrupt, Unsupported);
-    # capitals alone are a level word or a line cut short where an excerpt ends ("ER")
-    return bool(re.fullmatch(r"[A-Z]\w*[a-z]\w*(?:\([\w.]+\))?", last))
+    # capitals alone are a level word or a line cut short where an excerpt ends ("ER"), and
+    # the traceback's own words are a line cut there too ("File")
+    return bool(re.fullmatch(r"[A-Z]\w*[a-z]\w*(?:\([\w.]+\))?", last)) and last not in ("File", "Traceback")
 
 
 def _embedded_lines(body: str) -> list[str]:

@@ -363,6 +363,25 @@ def test_a_segfault_is_identified_by_where_it_crashed(client):
     assert len({n["incident"]["id"] for n in nowhere} | {nccl["incident"]["id"], tokenizer["incident"]["id"]}) == 4
 
 
+NOTEBOOK_CUT = """\
+---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+Cell In[{cell}], line 1
+----> 1 {code}
+"""
+
+
+def test_a_crash_that_shows_only_its_type_is_never_known(client):
+    """A notebook's traceback cut after its header names a type and nothing else: no
+    message, no frame. Two such uploads (two unrelated crashes, for all the log shows)
+    never share an incident."""
+    first = upload(client, NOTEBOOK_CUT.format(cell=3, code="llm = LLM(model=path, tensor_parallel_size=2)")).json()
+    assert first["analysis"]["fingerprint"]["weak"] is True
+    second = upload(client, NOTEBOOK_CUT.format(cell=9, code="out = model.generate(**inputs)")).json()
+    assert second["match"]["status"] != "known" and second["created"]
+    assert first["incident"]["id"] != second["incident"]["id"]
+
+
 PLACEMENT_GROUP = """\
 INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1
 ERROR 05-01 12:00:04 [engine.py:9] ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.
