@@ -96,6 +96,7 @@ def choose(found: list[Found], benign: bool = True,
         # a kernel that failed its own assertion traps: the host learns of it as the next
         # CUDA error ("device-side assert triggered", "unspecified launch failure")
         best = asserted[0]
+    best = _task_result(best, groups) or best
     if _is_crash(best.first.event):
         # ... and a crash after a native library or a GPU runtime reported its own failure
         # (llama.cpp's "error loading model", then ctypes' access violation on the null model;
@@ -148,6 +149,27 @@ def choose(found: list[Found], benign: bool = True,
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
     symptoms.sort(key=lambda e: e.line_number or 0)
     return root, symptoms
+
+
+def _task_result(best: Group, groups: list[Group]) -> Group | None:
+    """asyncio reports a failed task nobody awaited ("Task exception was never retrieved /
+    future: <Task finished ... exception=RuntimeError('Triton Error [CUDA]: invalid
+    argument')>"), then the task's traceback. The repr names the exception that traceback
+    ends with; a traceback printed next that ends with another one shows the start of its
+    chain (a KeyError the code handled), cut before "During handling": the named one is
+    the error."""
+    event = best.first.event
+    if best.tier != "root-traceback":
+        return None
+    line = event.line_number or 0
+    told = max((g for g in groups if g.first.task_result and g.first.key == best.first.key
+                and (g.first.event.line_number or 0) < line), key=lambda g: g.first.event.line_number or 0, default=None)
+    if told is None or any(g is not best and (told.first.event.line_number or 0) < (g.first.event.line_number or 0) < line
+                           for g in groups):
+        return None  # not the traceback printed right after the report
+    if told.first.event.exception.rpartition(".")[2] == event.exception.rpartition(".")[2]:
+        return None
+    return told
 
 
 _CUDA_ERROR = re.compile(r"CUDA error|cudaError|CUDA_ERROR|launch failure")

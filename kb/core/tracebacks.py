@@ -69,6 +69,9 @@ class Found:
     # Traceback ..."): the traceback's error is the one it reports
     introduces: bool = False
     end_line: int = 0  # the line its message's last continuation line began on (0: none)
+    # asyncio's report of a task nobody awaited ("future: <Task finished ... exception=X('m')>"):
+    # it names the exception the task's traceback, printed next, ends with
+    task_result: bool = False
 
 
 @dataclass(slots=True)
@@ -612,7 +615,8 @@ class Extractor:
         event = ErrorEvent(exception=match["exc"], message=message, process=_label(line),
                            line_number=line.number, kind="python",
                            reason="an exception named inside a log line")
-        found = Found(event, line.level, line.timestamp, line.record, mention=True)
+        found = Found(event, line.level, line.timestamp, line.record, mention=True,
+                      task_result=stripped.startswith("future: <Task ") and stripped[:match.start()].endswith("exception="))
         self._add(stream, found)
         if repr_text is None:
             stream.continuation_of = found
