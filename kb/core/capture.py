@@ -264,9 +264,7 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     cut = [i for i, text in enumerate(texts) if lengths[i] == width and _cut_inside(text)
            and not {"docker-json", "json-record"} & set(peel(text, profile).layers)]
     followed = [i for i in cut if i + 1 < len(texts)]
-    new_record = [starts_record(peel(texts[i + 1], profile).text, specific=cuts_a_word(texts[i], texts[i + 1]))
-                  or same_head(texts[i], texts[i + 1]) or _same_capture(texts[i], texts[i + 1], profile)
-                  or _whole_frame_line(texts[i], texts[i + 1]) for i in followed]
+    new_record = [_starts_new_record(texts[i], texts[i + 1], profile) for i in followed]
     tails = sum(1 for i, new in zip(followed, new_record) if not new and 0 < _after_run(lengths, i, width) < width)
     # a line exactly k widths long ends in a full piece: its run reaches the end of the
     # excerpt (or a blank line), and the cuts fall inside words
@@ -299,11 +297,15 @@ def _whole_frame_line(line: str, following: str) -> bool:
     return bool(_FRAME_LINE.search(line)) and not following.strip().isidentifier()
 
 
-def _same_capture(line: str, following: str, profile: Profile | None) -> bool:
-    """Both lines carry the capture's prefix (`0: `, `vllm-1  | `): the capture wrote the
-    next one as a line of its own, where a terminal's cut would carry no prefix."""
+def _starts_new_record(line: str, following: str, profile: Profile | None) -> bool:
+    """Is `following` a record of its own rather than the rest of `line` cut at the width?
+    It starts like a record, or like `line` does, or both carry the capture's prefix
+    (`0: `, `vllm-1  | `: a terminal's cut carries none), or `line` is a whole frame line."""
+    peeled = peel(following, profile)
+    if starts_record(peeled.text, specific=cuts_a_word(line, following)) or same_head(line, following):
+        return True
     layers = peel(line, profile).layers
-    return bool(layers) and peel(following, profile).layers == layers
+    return bool(layers) and peeled.layers == layers or _whole_frame_line(line, following)
 
 
 def cuts_a_word(held: str, text: str) -> bool:
@@ -526,16 +528,22 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
     return out
 
 
-def _docker_json(out: Peeled) -> None:
-    """docker's json-file driver: {"log":"<line>\\n","stream":"stderr","time":"..."}."""
-    text = out.text
-    if not text.startswith('{"log":'):
-        return
+def _json_object(text: str) -> dict | None:
+    """The JSON object a line holds; None when it is not JSON after all, nests past the
+    parser's depth, or is not an object."""
     try:
         record = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON after all, or nested past the parser's depth
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _docker_json(out: Peeled) -> None:
+    """docker's json-file driver: {"log":"<line>\\n","stream":"stderr","time":"..."}."""
+    if not out.text.startswith('{"log":'):
         return
-    if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+    record = _json_object(out.text)
+    if record is None or not isinstance(record.get("log"), str):
         return
     out.text, out.dropped = clean_parts(record["log"].rstrip("\n"))
     time = record.get("time")
@@ -554,11 +562,8 @@ def _json_record(out: Peeled) -> None:
     its level and its message, as a text logger prints them, so the level-word prefix reads
     them; a record whose message spans lines is left whole (its escaped traceback is read
     as one, kb.core.tracebacks)."""
-    try:
-        record = json.loads(out.text)
-    except (ValueError, RecursionError):
-        return
-    if not isinstance(record, dict):
+    record = _json_object(out.text)
+    if record is None:
         return
     fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
     message = next((m for m in (record.get("message"), record.get("msg"), fields.get("message")) if isinstance(m, str)), None)

@@ -83,11 +83,12 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
         hints.append(Hint("message", template, True, "message as printed"))
 
     frames = _contributing_frames(event, hints) or _named_site(event.message, hints)
-    if not template and not frames:
-        # a type alone ("RuntimeError", its message and frames cut from the excerpt) says
-        # which of a thousand crashes? None: never an exact route, never "known"
+    # a type alone ("RuntimeError", its message and frames cut from the excerpt) says which
+    # of a thousand crashes? None: never an exact route, never "known"
+    type_alone = not template and not frames
+    if type_alone:
         hints.append(Hint("message", "", False, "no message and no frames: the type alone identifies nothing"))
-    return _fingerprint(exception, template, frames, hints, weak=not template and not frames)
+    return _fingerprint(exception, template, frames, hints, weak=type_alone)
 
 
 # A source location an error's text names: "(/src/tllmBuffers.h:118)", "memory_utils.cu:32",

@@ -24,6 +24,7 @@ from kb.core.gpus import gpu_family
 from kb.core.patterns import NCCL_RESULT
 from kb.core.recall import UNIFORM, TermWeights, clause_tails, terms
 from kb.core.records import LOGGED_ERROR, CrashFeatures, MatchScore
+from kb.core.tracebacks import KERNEL_FILE
 
 KNOWN_THRESHOLD = 92.0
 SIMILAR_THRESHOLD = 55.0
@@ -481,7 +482,7 @@ def _penalty(a: object, b: object, cost: float, label: str, explanation: list[st
 _SAME_STACK = 95.0  # frame similarity at which two stacks are the same code path
 _SITE_FRAMES = 2  # a crash site compared by its innermost frames needs this many (one is the handler's)
 _NATIVE = "<native>:"  # how a native frame is keyed (kb.core.fingerprint.frame_key)
-_KERNEL = "<triton>:"  # ... and a compiled kernel (kb.core.tracebacks.compiled_kernel)
+_KERNEL = f"{KERNEL_FILE}:"  # ... and a compiled kernel (kb.core.tracebacks.compiled_kernel)
 
 
 def _known_phase(phase: str | None) -> str | None:

@@ -173,14 +173,14 @@ def _task_result(best: Group, groups: list[Group]) -> Group | None:
 
 
 _CUDA_ERROR = re.compile(r"CUDA error|cudaError|CUDA_ERROR|launch failure")
-_KERNEL_SOURCE = re.compile(r"\.cuh?:\d+")
+_CU_SOURCE = re.compile(r"\.cuh?:\d+")
 
 
 def _kernel_assert(event: ErrorEvent) -> bool:
     """An assertion a GPU kernel failed: torch's device-side assert, or a library's assert
     macro printed from a .cu source (DeepEP's EP_DEVICE_ASSERT)."""
     return event.exception == "CUDA device-side assert" or (
-        event.exception == "Assertion failed" and bool(_KERNEL_SOURCE.search(event.message)))
+        event.exception == "Assertion failed" and bool(_CU_SOURCE.search(event.message)))
 
 
 _SHELL_JOB_SIGNAL = next(rule for rule in P.ERROR_LINES if rule.name == "shell-job-signal")
@@ -230,9 +230,7 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
             return warned
         # torch prints NCCL's result and its last error right under its own error
         # ("ncclSystemError: ... / Last error: / <what failed>"): that says what failed
-        below = min((g for g in groups if g is not best and g.first.event.process == event.process
-                     and (g.first.event.line_number or 0) > line),
-                    key=lambda g: g.first.event.line_number or 0, default=None)
+        below = _next_of_process(best, groups, line)
         if below is not None and P.NCCL_RESULT.match(below.first.event.exception) and "Last error:" in below.first.event.message:
             if not below.first.event.frames:  # the same exception's text goes on: its frames
                 below.first.event.frames = event.frames
@@ -261,15 +259,21 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
     if not best.tier.startswith("root") or event.kind != "python" or len(lines) < 2 or not _INTRODUCES.match(lines[-1].strip()):
         return None
     end = max(best.first.end_line, event.line_number or 0)
-    after = [g for g in groups if g is not best and g.first.event.process == event.process
-             and (g.first.event.line_number or 0) > end]
-    stated = min(after, key=lambda g: g.first.event.line_number or 0, default=None)
+    stated = _next_of_process(best, groups, end)
     if (stated is None or not stated.tier.startswith("root") or stated.first.event.kind == "python"
             or (stated.first.event.line_number or 0) - end > _INTRODUCED_WITHIN):
         return None  # the next error of its process is not the text right below it
     if not stated.first.event.frames:
         stated.first.event.frames = event.frames
     return stated
+
+
+def _next_of_process(best: Group, groups: list[Group], line: int) -> Group | None:
+    """The first error `best`'s process printed after `line`, None when there is none."""
+    process = best.first.event.process
+    return min((g for g in groups if g is not best and g.first.event.process == process
+                and (g.first.event.line_number or 0) > line),
+               key=lambda g: g.first.event.line_number or 0, default=None)
 
 
 def _is_warning(found: Found) -> bool:
