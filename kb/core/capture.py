@@ -552,6 +552,7 @@ def _docker_json(out: Peeled) -> None:
     out.layers += ("docker-json",)
 
 
+_LEVEL_KEYS = frozenset(("level", "severity", "levelname"))
 _JSON_LEVELS = {"ERROR": "ERROR", "WARN": "WARNING", "WARNING": "WARNING", "INFO": "INFO", "DEBUG": "DEBUG",
                 "TRACE": "DEBUG", "FATAL": "FATAL", "CRITICAL": "CRITICAL", "PANIC": "FATAL"}
 
@@ -569,9 +570,11 @@ def _json_record(out: Peeled) -> None:
     message = next((m for m in (record.get("message"), record.get("msg"), fields.get("message")) if isinstance(m, str)), None)
     level = record.get("level") or record.get("severity") or record.get("levelname")
     level = _JSON_LEVELS.get(level.upper()) if isinstance(level, str) else None
-    if message is None or level is None or "\n" in message:
+    if message is None or "\n" in message or (level is None and not (message and _LEVEL_KEYS & record.keys())):
         return
-    out.text = f"{level} {message}" if message else level
+    # a record whose level field says nothing ("None": a formatter that filled every field
+    # from a record it was not given) is its message, whose own head may carry the level
+    out.text = (f"{level} {message}" if message else level) if level else message
     time = record.get("timestamp") or record.get("time") or record.get("ts")
     if isinstance(time, str) and out.timestamp is None:
         out.timestamp = time

@@ -58,6 +58,7 @@ _SOURCE_START = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.
 # the head of a "time | LEVEL | ..." record (loguru, FastChat)
 _PIPE_TIME = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*"
 _PIPE_LEVELS = r"TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL"
+_BRACKET_LEVELS = r"TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|[Tt]race|[Dd]ebug|[Ii]nfo|[Ww]arning|[Ww]arn|[Ee]rror|[Cc]ritical"
 
 PREFIXES: tuple[Prefix, ...] = (
     Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
@@ -160,6 +161,13 @@ PREFIXES: tuple[Prefix, ...] = (
            "2024-05-01 10:00:05.456 | ERROR    | app.server:start:57 - Failed to load model: CUDA out of memory",
            "loguru's default and FastChat's logger: time | LEVEL | name or module:function:line, then the message",
            header=True, starts='0123456789'),
+    Prefix("bracket-time-level", _r(r"^\[(?:(?P<ts>(?:\d{4}-)?\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?P<level>" + _BRACKET_LEVELS + r")"
+                                    r"|(?P<level2>" + _BRACKET_LEVELS + r")\s+(?:\d{4}-)?\d\d-\d\d[T ]\d\d:\d\d:\d\d)"
+                                    r"(?=[\s\]])[^\[\]]{0,200}\]\s?"),
+           "[09-25 19:03:45.989 ERROR  nim_sdk::hub::repo  rust/nim-sdk/src/hub/repo.rs:119] error sending request for url",
+           "a logger whose head is one bracket that opens with a time and a level, in either order, then "
+           "its own fields (target, file:line) to the bracket's close (NVIDIA NIM's Rust SDK, spdlog-style formats)",
+           header=True, starts="["),
     # Any logger whose format is a run of bracketed fields: the run ends where the message
     # starts (behind an arrow, a dash, a colon or a bar), and the fields that are a time or
     # a level say so, in whatever order. One must be a time, so a bracketed list or an
@@ -231,6 +239,10 @@ NATIVE_FRAME = _r(r"^(?:PC: )?@\s+0x[0-9a-fA-F]+\s+(?:\d+\s+)?(?P<func>\S.*?)\s*
 # stack (numbered, most recent first): "6  /x/libuct.so.0(uct_tcp_ep_am_bcopy+0x8a) [0x7a84..]";
 # an unsymbolized frame has no function ("libc.so.6(+0x42520)")
 BACKTRACE_SYMBOL = _r(r"^(?:#?\d+\s+)?[^\s()]+\((?P<func>[A-Za-z_][^()+\s]*)?\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]\s*$")
+# Cosmopolitan's crash report (llamafile, whisperfile), most recent first: the frame's
+# address, the program counter, then the symbol and its offset in decimal:
+# "7f3ad1ffe8a0 4a81c6 llama_server_context::update_slots()+1350"
+ADDRESS_SYMBOL = _r(r"^[0-9a-f]{6,16} [0-9a-f]{1,16} (?P<func>[A-Za-z_~][^+]*?)\+\d+\s*$")
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
@@ -466,6 +478,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Error: llama runner process has terminated: signal: killed",
          "Go's os/exec reports how a child process ended (ollama's runner): the signal by name",
          exception="signal", role="confirmation", kind="signal", anchors=("signal: ",)),
+    Rule("signal-named-in-report",
+         _r(r"(?P<msg>\b(?:[Uu]ncaught|[Cc]aught|[Rr]eceived|[Gg]ot|[Ff]atal)(?: signal)? (?P<signame2>SIG(?:SEGV|BUS|ILL|FPE|ABRT|TRAP))\b.*)$"),
+         "error: Uncaught SIGSEGV (SEGV_MAPERR) at 0x328 on gpu-node-3 pid 449777 tid 449785",
+         "a crash handler names the fatal signal it caught (Cosmopolitan's llamafile, custom handlers): "
+         "a native crash; the register dump or backtrace that follows says where",
+         exception="signal", role="root", kind="signal",
+         anchors=("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP")),
     Rule("caught-signal",
          _r(r"(?P<msg>Caught signal (?P<signal>\d+) \(.*)$"),
          "[node1:4242:0:4300] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",
@@ -817,7 +836,7 @@ SYMPTOMS: tuple[Rule, ...] = (
          "Rank 0 scheduler is dead. Please check if there are relevant logs.",
          "SGLang's tokenizer manager notices the scheduler died",
          anchors=('scheduler is dead', 'Scheduler hit an exception', 'Received sigquit', 'child process')),
-    Rule("tgi-shard", _r(r"Shard \d+ failed to start|ShardCannotStart|Error when initializing model|Method Warmup encountered an error|Shard complete standard error output|Shard process was signaled|WebserverFailed"),
+    Rule("tgi-shard", _r(r"Shard \d+ failed to start|ShardCannotStart|Error when initializing model|Method Warmup encountered an error|Shard complete standard error output|WebserverFailed"),
          "Error: ShardCannotStart", "TGI's launcher reports the Python shard's failure",
          anchors=('Shard', 'Error when initializing model', 'Method Warmup', 'WebserverFailed')),
     Rule("llama-cpp-python-load",
@@ -1035,6 +1054,7 @@ BLOCK_ANCHORS: tuple[str, ...] = (
     "uncaught exception",
     "Fatal", "Segmentation fault", "most recent call first",
     "ERROR",  # an error record's message may go on below (wrapped in a column: Prefix.wraps)
+    "RIP ",  # a crash report's register dump (Cosmopolitan's): the crash's frames follow it
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on
 # Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (

@@ -167,8 +167,9 @@ def _task_result(best: Group, groups: list[Group]) -> Group | None:
     if told is None or any(g is not best and (told.first.event.line_number or 0) < (g.first.event.line_number or 0) < line
                            for g in groups):
         return None  # not the traceback printed right after the report
-    if told.first.event.exception.rpartition(".")[2] == event.exception.rpartition(".")[2]:
-        return None
+    said = told.first.event
+    if said.exception.rpartition(".")[2] == event.exception.rpartition(".")[2] or said.message == event.message:
+        return None  # the traceback ends with the error the report names: it has the frames
     return told
 
 
@@ -633,7 +634,7 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
     if event.role == "confirmation":
         return "confirmation", event.reason or "confirmation"
     if event.kind == "log_error":
-        return "log_error", "an ERROR line with no exception"
+        return "log_error", event.reason or "an ERROR line with no exception"
     if event.truncated:
         if item.inferred:
             return "root-inferred", "the log ends inside the traceback; the type comes from the `raise` line"

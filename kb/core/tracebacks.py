@@ -516,6 +516,8 @@ class Extractor:
             return  # `Error: ...`, how a CLI (Go, Rust) prints its failure: a known format says more
         if not is_exception and ("('" in stripped or '("' in stripped) and self._mention(line, stream, stripped, True):
             return  # `raised torch.OutOfMemoryError('CUDA out of memory ...')`: the repr bounds the message
+        if not is_exception and stripped.startswith("future: <Task ") and self._task_report(line, stream, stripped):
+            return
         if not is_exception:
             if self._rule(line, stream, stripped) or self._mention(line, stream, stripped):
                 return
@@ -590,7 +592,7 @@ class Extractor:
         groups = match.groupdict()
         exception = _rule_exception(rule, groups)
         role = rule.role or "root"
-        event = ErrorEvent(exception=exception, message=match["msg"].strip(), process=_label(line),
+        event = ErrorEvent(exception=exception, message=_rule_message(match), process=_label(line),
                            line_number=line.number, kind=rule.kind or "log_error", role=role,
                            reason=rule.why)
         found = Found(event, line.level, line.timestamp, line.record)
@@ -624,6 +626,20 @@ class Extractor:
             stream.continuation_layers = line.layers
         return True
 
+    def _task_report(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
+        """asyncio's report of a failed task whose exception prints no repr (a remote
+        exception's str(): rpyc's "exception=Triton Error [CUDA]: invalid argument" and
+        its remote traceback below): the text is the error's message, its type unknown."""
+        _, told, text = stripped.partition(" exception=")
+        message = (text[:-1] if text.endswith(">") else text).strip()
+        if not told or not message or P.EXCEPTION_MENTION.match(message):
+            return False
+        event = ErrorEvent(exception=LOGGED_ERROR, message=message, process=_label(line),
+                           line_number=line.number, kind="log_error",
+                           reason="asyncio's report of a task's exception")
+        self._add(stream, Found(event, line.level, line.timestamp, line.record, mention=True, task_result=True))
+        return True
+
     def _mention_before(self, line: LogLine, stream: _Stream, stripped: str, position: int) -> bool:
         """A Python exception named before an error rule's text (`RuntimeError: Error in
         model execution: CUDA error: ...`) is what was raised: the rule's text is its
@@ -649,9 +665,11 @@ class Extractor:
         body = line.body.strip()
         native = P.NATIVE_FRAME.match(body) if body[:1] in "@P" else None
         symbol = P.BACKTRACE_SYMBOL.match(body) if native is None and body[-1:] == "]" and "(" in body else None
+        if native is None and symbol is None and body[:1] in _HEX_DIGITS:
+            native = P.ADDRESS_SYMBOL.match(body)
         if native is not None or symbol is not None:
             last = next((f for f in reversed(self.found[-3:]) if f.event.kind == "signal"), None)
-            if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES:
+            if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES + _MAX_REGISTER_LINES:
                 function = native_symbol(native["func"]) if native is not None else symbol["func"]
                 if function and len(last.event.frames) < _MAX_FRAMES:
                     last.event.frames.insert(0, Frame("<native>", function))
@@ -689,6 +707,19 @@ def native_symbol(text: str) -> str:
 _ERROR_RULES = scan.RuleIndex(P.ERROR_LINES + P.KNOWN_MESSAGES)  # in that order
 _SIGNALS = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 15: "SIGTERM", 7: "SIGBUS", 2: "SIGINT", 4: "SIGILL", 1: "SIGHUP",
             8: "SIGFPE"}
+
+
+def _rule_message(match: re.Match[str]) -> str:
+    """A rule's text, whole: one that begins inside a value's repr and closes it
+    (`DriverError(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")`) starts at the repr's name."""
+    message = match["msg"]
+    opener = _REPR_OPEN.search(match.string, 0, match.start("msg"))
+    if opener is not None and message.count(")") > message.count("("):
+        message = match.string[opener.start():match.end("msg")]
+    return message.strip()
+
+
+_REPR_OPEN = re.compile(r"(?<![\w.:])[A-Za-z_][\w.:]*\($")
 
 
 def _rule_exception(rule: P.Rule, groups: dict) -> str:
@@ -876,6 +907,8 @@ _HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when
 
 
 _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
+_HEX_DIGITS = frozenset("0123456789abcdef")
+_MAX_REGISTER_LINES = 12  # a crash report's banner and register dump before its frames
 # ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
 _GGML_SITE = lazy(r"current device: -?\d+, in function (?P<func>[\w:~]+) at (?P<path>\S+?):(?P<line>\d+)$")
 _NATIVE_CALL_LINE = lazy(r"[A-Za-z_][\w:.>-]*\(.*\)$")
