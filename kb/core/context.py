@@ -67,7 +67,7 @@ FIELD_PATTERNS: tuple[tuple[str, tuple[str, ...], LazyPattern], ...] = (
     ("cuda_version", ('CUDA Version', 'CUDA used', 'cuda', 'CUDA'), _r(r"(?:CUDA Version\s*:|CUDA used to build PyTorch\s*:|cuda(?:==| version:? ))\s*(\d+\.\d+)", re.I)),
     ("python_version", ('Python',), _r(r"^Python(?: version)?\s*:\s*(3\.\d+(?:\.\d+)?)")),
     ("python_version", ('/python3',), _r(r"/lib(?:64)?/python(3\.\d+)/")),
-    ("gpu_count", ('--nproc', '--gpus', 'world_size'), _r(r"(?:--nproc[_-]per[_-]node|--gpus|world_size)[= ]+(\d+)")),
+    ("gpu_count", ('--nproc', '--gpus', 'world_size'), _r(r"(?:(?:--nproc[_-]per[_-]node|--gpus)[= ]+|\bworld_size\s*[=:]\s*)(\d+)")),
     ("gpu_list", ('GPU ',), _r(r"^GPU ((?:\d+,)*\d+): ")),
 )
 

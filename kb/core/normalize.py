@@ -23,7 +23,7 @@ class Normalizer:
     why: str
 
 
-_CODE_FILE = re.compile(r"[/\\]([\w+-]+?)(?:\.cpython-\d+\w*-[\w-]+|\.abi3)?(\.(?:so(?:\.\d+)*|pyd|dll|py|pyx|cpp|cc|cu|cuh|c|h|hpp))[/\\]?$")
+_CODE_FILE = re.compile(r"[/\\]([\w+-]+?)(?:\.cpython-\d+\w*-[\w-]+|\.abi3)?(\.(?:so(?:\.\d+)*|pyd|dll|py|pyx|cpp|cc|cu|cuh|c|h|hpp|rs|go))[/\\]?$")
 
 
 _SONAME_VERSION = re.compile(r"(?:[.]\d+)+$")
@@ -59,11 +59,15 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "Supported architectures: ['AquilaModel', 'AquilaForCausalLM', 'BloomForCausalLM', 'GPT2LMHeadModel', 'LlamaForCausalLM', 'Qwen2ForCausalLM']",
                "lists of supported things change with every release"),
     Normalizer("url", lazy(r"https?://\S+"), "<url>", "See https://docs.vllm.ai/en/latest/x for more", "doc links move"),
-    Normalizer("path", lazy(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?|[A-Za-z]:(?:\\[\w.@+-]+){2,}\\?"), _code_file_kept,
+    Normalizer("path", lazy(r"(?:[A-Za-z]:|~|\$\w+)?(?:/[\w.@+$~-]+){2,}/?"
+                            r"|(?<![\w.$~/<>-])[\w.-]+(?:/[\w.@+$~-]+)*/[\w@+$~-]+\.[A-Za-z]\w{0,5}\b"
+                            r"|[A-Za-z]:(?:\\[\w.@+-]+){2,}\\?"),
+               _code_file_kept,
                "/usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so",
-               "install locations differ (Windows' too: 'C:\\Users\\me\\...\\llama_cpp\\lib\\ggml.dll'); a code "
-               "file's name (a compiled extension, a source file) says which library failed, so it stays, "
-               "without its Python ABI tag"),
+               "install locations differ (Windows' too: 'C:\\Users\\me\\...\\llama_cpp\\lib\\ggml.dll'), and so "
+               "does how a reporter hides their home ('~/', '/home/$USER/') or how far from the root a "
+               "path is printed ('backends/src/lib.rs'); a code file's name (a compiled extension, a "
+               "source file) says which library failed, so it stays, without its Python ABI tag"),
     Normalizer("library-version", lazy(r"\b([\w+-]+\.so)(?:\.\d+)+"), r"\1",
                "libcudart.so.12: cannot open shared object file",
                "the library's soname version varies with the install; its name identifies the cause"),

@@ -463,6 +463,18 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a C library names the function that failed, then why (llama.cpp, ggml, GGUF loaders); "
          "the callers that give up after it print their own 'failed to load' lines below it",
          exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ", ": error ")),
+    Rule("error-doing-statement",
+         _r(r"^(?P<msg>error (?:[a-z]+ing) [\w ./-]{1,60}: \S.+)$"),
+         "error loading model: unknown (magic, version) combination: 67676a74, 00000003; is this really a GGML file?",
+         "a C/C++ program says what it was doing and why that failed, with no function in front (llama.cpp "
+         "before its loader named itself): the callers that give up after it print their own lines below",
+         exception="native error", role="root", kind="native", anchors=("error ",)),
+    Rule("shell-command-not-found",
+         _r(r"^(?:[\w./-]*\b(?:sh|bash|dash|zsh|ksh)|[\w./-]+\.sh)(?:: line \d+|: \d+)?: (?P<msg>command not found: \S+|\S+: (?:command )?not found)\s*$"),
+         "/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found",
+         "a shell could not find a program a script or a build step runs (dash: 'sh: 1: nvcc: not found'; "
+         "bash: 'line 3: nvcc: command not found'; zsh: 'command not found: nvcc'): the step fails below it",
+         exception="command not found", role="root", kind="native", anchors=(": not found", "command not found")),
     Rule("fatal-check",
          _r(r"(?P<msg>(?:\[\w+\]\[FATAL\] [^\s:]+: )?Check failed: .+)$"),
          "[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first",
@@ -971,6 +983,12 @@ PHASE_MARKERS: tuple[Rule, ...] = (
          phase="startup", anchors=("Initializing an LLM engine", "Initializing a V1 LLM engine", "vLLM API server version", "non-default args:", "server_args=ServerArgs(",
                                    "TensorRT-LLM version:", "Starting elastic_operator", "starting llama server",
                                    "text_generation_launcher: Args {", "Init torch distributed begin")),
+    # TensorRT's builder compiling an engine (trtllm-build, an ONNX export): nothing has run
+    # yet, so a crash here is a start-up crash.
+    Rule("engine-build", _r(r"output network tensors|Profiling results in this builder pass|\[GraphReduction\]|Build TensorRT engine"),
+         "[05/15/2024-14:02:58] [TRT] [I] Detected 13 inputs and 1 output network tensors.",
+         "TensorRT's builder is compiling the engine", phase="startup",
+         anchors=("output network tensors", "builder pass", "[GraphReduction]", "Build TensorRT engine")),
     # A launcher saying its engine never came up: whatever crashed, it crashed while
     # starting (the only stage marker that counts though printed after the crash).
     Rule("failed-to-start", _r(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start|ShardCannotStart|waiting for llama runner to start|Server failed to start"

@@ -610,3 +610,16 @@ def test_a_short_message_that_names_a_thing_is_known_from_other_code():
     newer = dataclasses.replace(_crash("RuntimeError", "UVA is not available"),
                                 frames=["vllm/v1/worker/gpu/model_runner.py:__init__", "vllm/v1/worker/gpu/buffer_utils.py:__init__"])
     assert score(older, newer).status == "known"
+
+
+def test_a_path_is_one_path_however_the_reporter_wrote_its_home_or_its_root():
+    """An install path varies with the user, and so does how they hide their home ('~/',
+    '/home/$USER/') or how far from the root a tool prints a path: the file's name stays."""
+    homes = ["/home/$USER/miniconda3/envs/r1/lib/python3.11/site-packages",
+             "~/.conda/envs/r1/lib/python3.11/site-packages", "/usr/local/lib/python3.10/dist-packages"]
+    templates = {message_template(f"{home}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: "
+                                  "_ZN3c105ErrorC2ENS_14SourceLocationE") for home in homes}
+    assert templates == {"<path>/flash_attn_2_cuda.so: undefined symbol: <symbol>"}
+    assert message_template("backends/src/lib.rs:255: Could not start backend") == \
+        message_template("/usr/src/backends/src/lib.rs:255: Could not start backend") == "<path>/lib.rs:<n>: Could not start backend"
+    assert message_template("Qwen/Qwen2.5-7B-Instruct does not exist") == "Qwen/Qwen2.5-7B-Instruct does not exist"
