@@ -131,6 +131,15 @@ def choose(found: list[Found], benign: bool = True,
         quoted = _first_quoted(ranked)
         if quoted is not None and (best.tier == "truncated" or quoted.kind != "log_error"):
             return quoted, _set_aside(ranked)
+    if best.tier == "truncated" and not best.first.event.exception:
+        # A traceback cut before its exception line, begun after a wrapper's whole one in
+        # the same stream, is that error printed again (vLLM logs it, then its process's
+        # own top level prints it): it adds nothing to what the wrapper says.
+        line = best.first.event.line_number or 0
+        printed = [g for g in groups if g.tier == "symptom" and g.first.key == best.first.key
+                   and g.first.event.kind == "python" and (g.first.event.line_number or 0) < line]
+        if printed:
+            best = printed[-1]
     if best.tier == "symptom":
         # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
         typed = next((g for g in ranked if g.first.event.kind == "python" and g.tier != "benign"
@@ -338,7 +347,8 @@ def not_captured(symptoms: list[ErrorEvent]) -> str:
     """What to tell a person when only wrappers were found: which process died and
     where its own error would be."""
     processes = sorted({rank for event in symptoms for rank in (event.ranks or [event.process]) if rank})
-    wrappers = "; ".join(dict.fromkeys(f"{e.exception}: {_first_line(e.message)}".strip(": ") for e in symptoms[:3]))
+    said = [e for e in symptoms if e.exception or e.message.strip()]  # not a traceback cut before its error
+    wrappers = "; ".join(dict.fromkeys(f"{e.exception}: {_first_line(e.message)}".strip(": ") for e in said[:3]))
     where = f" (reported by {', '.join(processes[:4])})" if processes else ""
     return (f"the cause was not captured in this log: only wrappers were found{where}: {wrappers}. "
             "The failing process died without printing its error here: look at that worker's or rank's own "
