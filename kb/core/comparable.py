@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from kb.core.patterns import STATUS_CODES
+
 # A leading tag that says where the error happened, not what it is: `[Rank <n>] `,
 # `[PG <n> Rank <n>] ` and torch 2.5's `[PG ID <n> PG GUID <n>(default_pg) Rank <n>] ` name
 # one locator three ways. A tag holding a placeholder is a locator; `[TM][ERROR]` is not.
@@ -52,8 +54,8 @@ def comparable(template: str) -> str:
 # A wrapper that quotes the error it caught, type and all: "Capture cuda graph failed:
 # RuntimeError: <text>", torch.compile's InternalTorchDynamoError whose text is
 # "RuntimeError: <text>". The quoted error is the crash, whichever wrapper carried it.
-_CARRIED_ERROR = re.compile(r"^(?:[^:'\"\n]{1,80}?: )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (?P<msg>\S.*)",
-                           re.S)
+_CARRIED_ERROR = re.compile(r"^(?:[^:'\"\n]{1,80}?: )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)|"
+                           + STATUS_CODES + r"): (?P<msg>\S.*)", re.S)
 
 
 def carried_error(template: str) -> tuple[str, str] | None:

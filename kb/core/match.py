@@ -334,9 +334,10 @@ def _minor(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-# Kinds that name no type of error: a logger's ERROR line, and Python's default warning
-# category (torch warns "CUDA initialization: <the error it would raise>" as UserWarning).
-_NAMES_NO_TYPE = frozenset({LOGGED_ERROR, "UserWarning", "Warning"})
+# Kinds that name no type of error: a logger's ERROR line, Python's default warning
+# category (torch warns "CUDA initialization: <the error it would raise>" as UserWarning),
+# and a traceback cut before its exception line, its message taken from the record above.
+_NAMES_NO_TYPE = frozenset({LOGGED_ERROR, "UserWarning", "Warning", ""})
 
 
 def _unwrapped(features: CrashFeatures) -> CrashFeatures:
@@ -360,7 +361,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     untyped = {canonical_exception(query.exception), canonical_exception(candidate.exception)} & _NAMES_NO_TYPE
     if untyped and exc < 100:
         exc = msg  # a logger's copy of an error names no type (not another type): its words decide
-        explanation.append(f"one side ({untyped.pop()}) names no type: the message decides")
+        explanation.append(f"one side ({untyped.pop() or 'a cut traceback'}) names no type: the message decides")
     elif exc == 100:
         explanation.append("exception type equal")
     else:

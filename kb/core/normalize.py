@@ -86,8 +86,10 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "which symbol an extension misses depends on the versions built against, not on the cause"),
     Normalizer("version", lazy(r"(?<![\w.])v?\d+(?:\.\d+){2,}(?:[.+-]?(?:post|rc|dev|a|b)\d*)?(?![\w.])"), "<version>",
                "NCCL version 2.21.5", "the same error recurs across releases"),
-    Normalizer("size", lazy(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b"), "<size>", "Tried to allocate 1.74 GiB",
-               "memory sizes depend on the model and the GPU"),
+    Normalizer("size", lazy(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b|\b\d+(?:\.\d+)?[KMGT](?=[\s,.;)]|$)"), "<size>",
+               "Tried to allocate 1.74 GiB",
+               "memory sizes depend on the model and the GPU (XLA prints them with the unit's letter "
+               "alone: 'reserve 6.14G', '137.37M free')"),
     Normalizer("device", lazy(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",
                "GPU 7 has a total capacity", "which GPU or rank failed is not the cause"),
     Normalizer("first-collective", lazy(r"\bSeqNum=1\b"), "SeqNum=<first>",

@@ -53,6 +53,11 @@ class Prefix:
     wraps: bool = False
 
 
+# absl's and gRPC's canonical status codes that name a failure, as "CODE: message" prints them
+# (OK, CANCELLED and UNKNOWN say nothing of what failed)
+STATUS_CODES = ("RESOURCE_EXHAUSTED|INVALID_ARGUMENT|FAILED_PRECONDITION|UNIMPLEMENTED|DEADLINE_EXCEEDED|OUT_OF_RANGE"
+                "|DATA_LOSS|PERMISSION_DENIED|UNAUTHENTICATED|ALREADY_EXISTS|NOT_FOUND|UNAVAILABLE|INTERNAL|ABORTED")
+
 _SOURCE_START = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789./_"
 
 # the head of a "time | LEVEL | ..." record (loguru, FastChat)
@@ -77,6 +82,17 @@ PREFIXES: tuple[Prefix, ...] = (
            header=True, engine="vllm", starts='DIWEC'),
     Prefix("torch-rank", _r(r"^\[(?P<proc>(?:default)?rank\d+)\]:\s?"), "[rank3]:   File \"train.py\", line 1, in <module>",
            "torchrun's --tee / log prefix for each local rank", starts='['),
+    Prefix("zerolog-relay", _r(r"^(?:\d{1,2}:\d\d(?::\d\d)?(?:AM|PM)|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
+                               r"(?:TRC|DBG|INF|WRN|ERR|FTL|PNC) (?P<src>[\w.-]+(?:\([^()]*\))?): (?:stdout|stderr) "),
+           "9:11AM DBG GRPC(whisper/ggml-large-v3-q5_0.bin-127.0.0.1:36495): stderr ggml_cuda_init: failed to initialize CUDA",
+           "a Go server that relays a child's output line by line through zerolog's console writer (LocalAI's "
+           "backends): the level is the relay's, not the line's, so it is not kept; the child's own words decide",
+           header=True, starts="0123456789"),
+    Prefix("zerolog-console", _r(r"^(?P<ts>\d{1,2}:\d\d(?::\d\d)?(?:AM|PM)|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
+                                 r"(?P<level>TRC|DBG|INF|WRN|ERR|FTL|PNC) "),
+           "3:04PM ERR failed to load model error=\"could not load model: rpc error: code = Unavailable\"",
+           "zerolog's console writer (LocalAI and other Go servers): a short time, a three-letter level",
+           header=True, starts="0123456789"),
     Prefix("go-log", _r(r"^(?P<ts>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d)(?:\.\d+)? (?:(?P<src>[\w.-]+\.go:\d+): )?"),
            "2024/03/01 10:46:26 llama.go:451: signal: illegal instruction",
            "Go's standard logger (ollama and other Go servers): date, time, optional file:line", header=True,
@@ -88,10 +104,11 @@ PREFIXES: tuple[Prefix, ...] = (
            "[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: x",
            "c10 messages printed by PyTorch's C++ side (older torch: '[E socket.cpp:500]', no time)",
            header=True, starts='['),
-    Prefix("glog", _r(r"^(?P<level>[IWEF])(?:(?P<ts>\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./\\:-]+:\d+)\]\s?"
+    Prefix("glog", _r(r"^(?P<level>[IWEF])(?:(?P<ts>(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./\\:-]+:\d+)\]\s?"
                       r"| (?P<src2>[\w./\\-]+\.\w+:\d+)(?:\] ?| {2,}))(?:\[\d+/\d+(?:_\d+)?\] )?"),
            "E0724 19:33:34.565000 128818126430656 torch/distributed/elastic/multiprocessing/api.py:702] failed",
-           "glog's header (torch.distributed.elastic; torch.compile's adds its compile id: '[0/0] '); "
+           "glog's header, the year in front of the date since glog 0.7 ('E20260530 21:16:47.670934'), "
+           "(torch.distributed.elastic; torch.compile's adds its compile id: '[0/0] '); "
            "C++ libraries' short form is the severity's letter and file:line alone ('E ucx_utils.cpp:585] ', NIXL)",
            header=True, starts='IWEF'),
     Prefix("neuron", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+):\s+\d+\s+(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\|\|(?P<src>[\w-]+)\|\|:\s*"),
@@ -148,9 +165,11 @@ PREFIXES: tuple[Prefix, ...] = (
            "a wrapper that relays a child's output line by line names the stream it came from "
            "(Jan's and other desktop apps' model servers)",
            starts="s"),
-    Prefix("level-word", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"),
-           "ERROR serve_adapter: startup failed, exiting with status 1",
-           "loggers that print only the level before the message (after a capture timestamp, uvicorn)",
+    Prefix("level-word", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"
+                            r"(?:(?P<src>[a-z_]\w*(?:::\w+)+): )?"),
+           "ERROR dynamo_runtime::worker: Application shutdown with error: Failed to connect to etcd server",
+           "loggers that print only the level before the message (after a capture timestamp, uvicorn); Rust's "
+           "tracing puts its target, a module path, between them",
            header=True, starts="DIWECF"),
     Prefix("pipe-fields-redirect", _r(_PIPE_TIME + r"(?:" + _PIPE_LEVELS + r")\s*\|\s*(?P<src>stderr|stdout)\s*\|\s"),
            "2023-04-01 09:04:18 | ERROR | stderr | Loading checkpoint shards: 100%|##########| 2/2 [00:15<00:00,  7.61s/it]",
@@ -231,6 +250,8 @@ IPYTHON_HEADER = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*) {2,}Traceback \(most
 IPYTHON_FRAME = _r(r"^\s*File \[?(?P<file>[^\s\[\](),]+?\.pyx?):(?P<line>\d+)\]?(?:\([^)]*\))?, in (?P<func>[\w.<>]+)")
 # "  File "x.py", line 3, in f" (traceback) and "  File "x.py", line 3 in f" (faulthandler)
 FRAME = _r(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+?))?\s*$')
+# faulthandler's frame: "  File "x.py", line 3 in f" (a traceback's has ", in f" and a code line)
+DUMP_FRAME = _r(r'^\s*File "[^"]+", line \d+ in ')
 FAULTHANDLER_STACK = _r(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$")
 # abseil's failure signal handler's stack (Ray, gRPC): "PC: @ 0x7f.. (unknown) ncclProxyService()",
 # then "@ 0x7f.. 3792 (unknown)" lines, most recent first
@@ -380,11 +401,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="Watchdog timeout", role="cascade", kind="hang", anchors=("Watchdog timeout",)),
     Rule("cuda-no-kernel-image",
          _r(r"(?P<msg>(?:CUDA error: )?no kernel image is available for execution on the device.*"
-            r"|CUDA kernel \S+ has no device code compatible with CUDA arch.*)$"),
+            r"|CUDA kernel \S+ has no device code compatible with CUDA arch.*"
+            r"|ggml-cuda was compiled without support for the current GPU architecture.*)$"),
          "RMSNorm failed with error code no kernel image is available for execution on the device",
          "a kernel was not built for this GPU's compute capability (ggml names the kernel and the arch: "
          "the launch failure after it is its consequence)",
-         exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image", "has no device code compatible")),
+         exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image", "has no device code compatible",
+                                                                    "compiled without support for the current GPU")),
     Rule("cuda-error-line",
          _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
@@ -475,6 +498,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a shell could not find a program a script or a build step runs (dash: 'sh: 1: nvcc: not found'; "
          "bash: 'line 3: nvcc: command not found'; zsh: 'command not found: nvcc'): the step fails below it",
          exception="command not found", role="root", kind="native", anchors=(": not found", "command not found")),
+    Rule("status-code-error",
+         _r(r"(?<![\w.])(?P<exc>" + STATUS_CODES + r"): (?P<msg>\S.*)$"),
+         "RESOURCE_EXHAUSTED: Error loading program 'jit_step': Attempting to reserve 6.14G at the bottom of memory. That was not possible.",
+         "an absl / gRPC status printed as CODE: message (XLA and the TPU runtime, gRPC services, Triton's "
+         "model states): the code says what kind of failure, the message what failed",
+         role="root", kind="native",
+         anchors=tuple(f"{code}: " for code in STATUS_CODES.split("|"))),
     Rule("fatal-check",
          _r(r"(?P<msg>(?:\[\w+\]\[FATAL\] [^\s:]+: )?Check failed: .+)$"),
          "[TM][FATAL] kernels/apply_token_bitmask_inplace_cuda.cu(212): Check failed: logits_shape.first == bitmask_shape.first",
@@ -778,6 +808,12 @@ SYMPTOMS: tuple[Rule, ...] = (
          "EngineCore failed to start.",
          "a process reports that it (or its child) did not start, without saying why",
          anchors=('failed to start',)),
+    Rule("exception-in-where",
+         _r(r"^(?:Unhandled )?[Ee]xception in (?:ASGI application|callback\b|thread\b|worker\b).*$|^Error in atexit\._run_exitfuncs:?$"),
+         "Exception in ASGI application",
+         "a server's or runtime's catch-all names only where an exception happened (uvicorn, asyncio, "
+         "threading): the traceback below it is the error",
+         anchors=("xception in ASGI", "xception in callback", "xception in thread", "xception in worker", "Error in atexit")),
     Rule("relays-typed-error",
          _r(r"\berror type: <class '[\w.]+'>"),
          "UnpickleableError: [address=0.0.0.0:44522, pid=257] Error cannot be pickled, error type: <class 'ValueError'>, raw error:",

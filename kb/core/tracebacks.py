@@ -100,6 +100,7 @@ class _Stream:
     bare_unindented: bool = False  # ... or a warning's `x.py:N: UserWarning:`, whose text follows as is
     indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
     frame_indent: int = 2  # ... and by how much (2 as Python prints them; more when pasted indented)
+    stack_dump: bool = False  # a headerless one whose frames are faulthandler's ("line 12 in f"): a dump
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
     untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
     previous: str = ""  # the stream's last line, stripped
@@ -238,11 +239,18 @@ class Extractor:
             stream.indented_frames = body[:1] in (" ", "\t")
             stream.frame_indent = len(body) - len(body.lstrip())
             stream.untyped_tail, stream.untyped_lines = None, 0  # more frames: that line was not the last
+            stream.stack_dump = stream.stack_dump and bool(P.DUMP_FRAME.match(body))
             if len(frames) < _MAX_FRAMES:
                 frames.append(Frame(match["file"], (match["func"] or "?").strip(), int(match["line"])))
             else:
                 frames[-1] = Frame(match["file"], (match["func"] or "?").strip(), int(match["line"]))
             return True
+        if stream.stack_dump:
+            # The excerpt starts inside faulthandler's dump of a thread's stack (most recent
+            # call first, no code lines, no exception line): it ends at the first other line,
+            # and states no error of its own (the fatal error above it was cut).
+            stream.frames, stream.tb_line, stream.stack_dump = None, None, False
+            return False
         if not stripped or P.CARET.match(body):
             return True
         if "Traceback (most recent call last):" in body:
@@ -382,6 +390,11 @@ class Extractor:
                 found.event.message = stream.before_code_line[1]
             self._end_continuation(stream)
             return False
+        if P.CARET.match(line.body) and not stream.continuation_lines:
+            # carets mark a code line (as in a compiler's listing the message quotes), never
+            # a message's first line: another process's traceback is interleaved here
+            self._end_continuation(stream)
+            return True
         stream.continuation_lines += 1
         if _is_boilerplate(stripped):
             return True
@@ -487,6 +500,7 @@ class Extractor:
             stream.frames = [Frame(frame["file"], (frame["func"] or "?").strip(), int(frame["line"]))]
             stream.tb_line = line
             stream.tb_header = stream.tb_intro = stream.tb_type = None
+            stream.stack_dump = bool(P.DUMP_FRAME.match(body))
             return
         if _is_boilerplate(stripped):
             self._evidence(line, stripped)

@@ -623,3 +623,24 @@ def test_a_path_is_one_path_however_the_reporter_wrote_its_home_or_its_root():
     assert message_template("backends/src/lib.rs:255: Could not start backend") == \
         message_template("/usr/src/backends/src/lib.rs:255: Could not start backend") == "<path>/lib.rs:<n>: Could not start backend"
     assert message_template("Qwen/Qwen2.5-7B-Instruct does not exist") == "Qwen/Qwen2.5-7B-Instruct does not exist"
+
+
+def test_two_tracebacks_cut_before_their_type_are_matched_by_the_record_that_named_them():
+    """vLLM logs str(e), then the traceback; an excerpt cut inside it has no type on
+    either side: the same words are one crash, not two types that differ."""
+    def cut(version: str) -> CrashFeatures:
+        return CrashFeatures.from_analysis(analyze((
+            f"ERROR 03-26 05:25:01 engine.py:389] Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            f"functions before calling NumCudaDevices() that might have already set an error? Error 804: forward "
+            f"compatibility was attempted on non supported HW\n"
+            f"ERROR 03-26 05:25:01 engine.py:389] Traceback (most recent call last):\n"
+            f'ERROR 03-26 05:25:01 engine.py:389]   File "/usr/lib/python3/dist-packages/vllm-{version}/engine.py", '
+            f"line 380, in run_mp_engine\n").encode()))
+    one, two = cut("0.8.1"), cut("0.8.2")
+    assert one.exception == two.exception == ""
+    assert score(one, two, WEIGHTS).status == "known"
+
+
+def test_sizes_printed_with_the_units_letter_alone_are_sizes():
+    assert message_template("Attempting to reserve 6.14G at the bottom of memory. There are 137.37M free.") == \
+        "Attempting to reserve <size> at the bottom of memory. There are <size> free."

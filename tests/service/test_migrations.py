@@ -195,3 +195,14 @@ def test_0012_keys_a_wrapper_that_carries_a_typed_error_by_that_error(empty_db_u
     key = _key_after(empty_db_url, "0012", "Exception", "runtimeerror cannot call", wrapped)
     assert key == "cannot call cudageneratorimpl"
     assert key == message_key("Cannot call CUDAGeneratorImpl::current_seed during capture.")
+
+def test_0013_keys_a_wrapper_that_carries_a_status_by_that_status(empty_db_url):
+    """A wrapper's fingerprint stored under 0012's key (its own words) gets the key of the
+    absl status it carries, which an upload of that status alone looks up."""
+    from kb.core.recall import message_key
+
+    wrapped = ("Bad StatusOr access: RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve <size> "
+               "at the bottom of memory.")
+    key = _key_after(empty_db_url, "0013", "RuntimeError", "bad statusor access", wrapped)
+    assert key == "attempting reserve size"
+    assert key == message_key("Error loading program: Attempting to reserve <size> at the bottom of memory.")
