@@ -22,10 +22,12 @@ from kb.core.rootcause import choose, log_ends_early, not_captured, unstated_err
 from kb.core.scan import WARNING_LINES_KEPT
 from kb.core.split import parse_line
 from kb.core.textlog import GZIP_MAGIC
-from kb.core.tracebacks import Extractor, _key_label
+from kb.core.tracebacks import Extractor, Found, _key_label
 
 HEAD_LINES = 40  # parsed until the first timestamp, anchors or not
 MAX_LINE = 64 * 1024  # longer lines are cut (a log line of megabytes is a dump, not a message)
+LAST_WORDS = 2  # a failure warned about this close to the end of a log with nothing else is its error
+WARNED_RUN = 10  # ... and the ones warned about this many lines before it
 TIME_LOOKBACK = 8  # lines looked back from a window for the time the log had reached
 MAX_FOUND = 20_000  # bound on errors kept; beyond it only exceptions are kept
 _INFLATE_STEP = 16 * 1024 * 1024
@@ -96,6 +98,10 @@ class Analyzer:
             for number, raw in sorted(dict([*self._first_warnings, *self._last_warnings]).items()):
                 self._line(number, raw, True)
             found = self._extractor.finish()
+            root, symptoms = choose(found, benign=False)
+        last_words = _last_words(list(self._extractor.warned), self._last_line)
+        if root is None and last_words:  # a log that ends warning of a failure, with no error
+            found = [*found, *last_words]
             root, symptoms = choose(found, benign=False)
         statement = self._extractor.statement
         if root is None and statement is not None and self._extractor.statements == 1:
@@ -391,6 +397,16 @@ def _last_text_line(block: bytes, begin: int, end: int, last_number: int) -> tup
             return last_number - block.count(b"\n", start, end) + (block[end - 1:end] == b"\n"), block[start:stop].rstrip()
         stop = start
     return None
+
+
+def _last_words(warned: list[Found], last_line: tuple[int, bytes] | None) -> list[Found]:
+    """The failures a log ends warning about: the last one ends at most LAST_WORDS lines
+    before the log does, and the run of them before it (Ray's "Failed to connect to GCS",
+    then its "Failed to get cluster ID": the first says why)."""
+    if not warned or last_line is None or warned[-1].end_line < last_line[0] - LAST_WORDS:
+        return []
+    start = (warned[-1].event.line_number or 0) - WARNED_RUN
+    return [f for f in warned if (f.event.line_number or 0) >= start]
 
 
 def analyze(data: bytes) -> Analysis:

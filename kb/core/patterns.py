@@ -527,6 +527,22 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a native crash; the register dump or backtrace that follows says where",
          exception="signal", role="root", kind="signal",
          anchors=("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP")),
+    Rule("nvidia-xid",
+         _r(r"NVRM: Xid \(PCI:[\w:.]+\): (?P<msg>\d+, .+)$"),
+         "NVRM: Xid (PCI:0000:3b:00): 79, pid=1911, name=python3, GPU has fallen off the bus.",
+         "the NVIDIA driver reports a GPU fault by its Xid (79: the GPU fell off the bus; 48, 63, 64: ECC; "
+         "13, 31: a kernel's bad access or an engine exception): the process's CUDA error or crash after it is "
+         "its consequence",
+         exception="NVIDIA Xid error", role="root", kind="native", anchors=("NVRM: Xid",)),
+    Rule("kernel-fault-report",
+         _r(r"(?P<msg>(?:traps: )?[\w.:-]+\[\d+\]:? (?:trap )?(?P<signame>general protection fault|segfault|invalid opcode|divide error)\b"
+            r".*?(?: in (?P<site>[\w.+-]+?)(?:\.\d+)*\[[0-9a-f]+\+[0-9a-f]+\])?)\s*$"),
+         "traps: python3[3838286] general protection fault ip:7f8304036898 sp:7f7fde7fa710 error:0 in libc.so.6[7f8304036000+195000]",
+         "the kernel's report of a process it killed for a fault (dmesg, journalctl -k): a segfault or general "
+         "protection fault, an invalid opcode (an instruction the CPU lacks), a divide error; the library named "
+         "after 'in' is where",
+         exception="signal", role="root", kind="signal",
+         anchors=("general protection fault", "segfault at", "invalid opcode", "divide error")),
     Rule("caught-signal",
          _r(r"(?P<msg>Caught signal (?P<signal>\d+) \(.*)$"),
          "[node1:4242:0:4300] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",
@@ -814,6 +830,11 @@ SYMPTOMS: tuple[Rule, ...] = (
          "a server's or runtime's catch-all names only where an exception happened (uvicorn, asyncio, "
          "threading): the traceback below it is the error",
          anchors=("xception in ASGI", "xception in callback", "xception in thread", "xception in worker", "Error in atexit")),
+    Rule("mpi-job-aborted",
+         _r(r"Primary job\s+terminated normally, but \d+ process(?:es)? returned|mpirun detected that one or more processes exited with non-zero status"),
+         "Primary job  terminated normally, but 1 process returned a non-zero exit code. Per user-direction, the job has been aborted.",
+         "mpirun reports that a rank exited with an error and it aborted the job: the rank's own error is the cause",
+         anchors=("terminated normally, but", "mpirun detected that one or more processes")),
     Rule("relays-typed-error",
          _r(r"\berror type: <class '[\w.]+'>"),
          "UnpickleableError: [address=0.0.0.0:44522, pid=257] Error cannot be pickled, error type: <class 'ValueError'>, raw error:",
@@ -1109,6 +1130,7 @@ BLOCK_ANCHORS: tuple[str, ...] = (
     "Fatal", "Segmentation fault", "most recent call first",
     "ERROR",  # an error record's message may go on below (wrapped in a column: Prefix.wraps)
     "RIP ",  # a crash report's register dump (Cosmopolitan's): the crash's frames follow it
+    "-" * 74,  # Open MPI's help message opens and closes with this ruler: its text states the error
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on
 # Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass, field, replace
 
 from kb.core import patterns as P
@@ -101,6 +102,8 @@ class _Stream:
     indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
     frame_indent: int = 2  # ... and by how much (2 as Python prints them; more when pasted indented)
     stack_dump: bool = False  # a headerless one whose frames are faulthandler's ("line 12 in f"): a dump
+    help_block: list[str] | None = None  # the lines of an Open MPI help message open between its rulers
+    help_found: int = 0  # how many errors were found when it opened
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
     untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
     previous: str = ""  # the stream's last line, stripped
@@ -124,6 +127,9 @@ class Extractor:
     # many there were: the one such line of a log without any error is that error
     statement: Found | None = None
     statements: int = 0
+    # the last WARNING lines that state a failure in words: in a log without any error, those
+    # among its last lines are its error (Ray's "Failed to connect to GCS ... within 5 seconds")
+    warned: deque[Found] = field(default_factory=lambda: deque(maxlen=_WARNED_KEPT))
     # lines saying a component could not be imported or loaded ("Could not import Flash
     # Attention enabled models: <why>"): the engine went on without it, and a later error
     # that needs it is this line's consequence (kb.core.rootcause._unloaded_component)
@@ -462,6 +468,9 @@ class Extractor:
 
     # -- everything else -----------------------------------------------------------------------
     def _plain_line(self, line: LogLine, stream: _Stream, body: str, stripped: str) -> None:
+        if stripped == _MPI_RULER or stream.help_block is not None:
+            if self._help_block_line(line, stream, stripped):
+                return
         if "ould not " in stripped or "nable to " in stripped or "ailed to " in stripped or "annot " in stripped:
             unloaded = _UNLOADED.search(stripped)
             if unloaded and len(self.unloaded) < _MAX_UNLOADED:
@@ -568,6 +577,12 @@ class Extractor:
             if line.wraps:
                 stream.continuation_of, stream.continuation_lines = found, 0
                 stream.continuation_layers = line.layers
+        elif line.level == "WARNING" and _FAILURE_STATEMENT.search(stripped):
+            event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
+                               line_number=line.number, kind="log_error",
+                               reason="a warning that states a failure, among the log's last lines")
+            self.warned.append(Found(event, line.level, line.timestamp, line.record, key=line.key,
+                                     end_line=line.number + line.pieces - 1))
         elif line.level is None and _FAILURE_STATEMENT.search(stripped):
             self.statements += 1
             if self.statement is None:
@@ -609,6 +624,8 @@ class Extractor:
         event = ErrorEvent(exception=exception, message=_rule_message(match), process=_label(line),
                            line_number=line.number, kind=rule.kind or "log_error", role=role,
                            reason=rule.why)
+        if groups.get("site"):  # the library a native fault happened in: its crash site
+            event.frames.append(Frame("<native>", groups["site"]))
         found = Found(event, line.level, line.timestamp, line.record)
         self._add(stream, found)
         if event.kind in _NATIVE_KINDS:
@@ -638,6 +655,29 @@ class Extractor:
             stream.continuation_of = found
             stream.continuation_lines = 0
             stream.continuation_layers = line.layers
+        return True
+
+    def _help_block_line(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
+        """Open MPI prints its errors (show_help) between two rulers of 74 dashes, in words
+        of its own, no level, no type: the text states the failure ("All nodes which are
+        allocated for this job are already filled."). A block whose lines an error rule
+        already read (a rank "exited on signal 9"), or a WARNING, is left to them."""
+        if stripped != _MPI_RULER:
+            if not stream.help_block and line.level in ("WARNING", "INFO", "DEBUG"):
+                stream.help_found = -1  # "WARNING: Open MPI accepted a TCP connection ...": not an error
+            if len(stream.help_block) < _MAX_HELP_LINES:
+                stream.help_block.append(stripped)
+            return False
+        if stream.help_block is None:
+            stream.help_block, stream.help_found = [], len(self.found)
+            return True
+        text = " ".join(" ".join(stream.help_block).split())
+        stream.help_block = None
+        if text and len(self.found) == stream.help_found:
+            event = ErrorEvent(exception="MPI error", message=text, process=_label(line),
+                               line_number=line.number - 1, kind="native",
+                               reason="Open MPI's help message (show_help) between its rulers")
+            self._add(stream, Found(event, line.level, line.timestamp, line.record))
         return True
 
     def _task_report(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
@@ -754,7 +794,9 @@ def _signal_name(groups: dict) -> str:
 
 _SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT",
                  "bus error": "SIGBUS", "floating point exception": "SIGFPE", "hangup": "SIGHUP",
-                 "illegal hardware instruction": "SIGILL", "illegal instruction": "SIGILL"}
+                 "illegal hardware instruction": "SIGILL", "illegal instruction": "SIGILL",
+                 "general protection fault": "SIGSEGV", "segfault": "SIGSEGV", "invalid opcode": "SIGILL",
+                 "divide error": "SIGFPE"}
 
 
 def _demangle(name: str) -> str:
@@ -921,6 +963,9 @@ _HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when
 
 
 _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
+_WARNED_KEPT = 8
+_MPI_RULER = "-" * 74  # Open MPI's show_help frame (IPython's is 75 wide)
+_MAX_HELP_LINES = 12
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _MAX_REGISTER_LINES = 12  # a crash report's banner and register dump before its frames
 # ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
