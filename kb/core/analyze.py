@@ -14,7 +14,7 @@ from kb.core import scan
 from kb.core.capture import Peeled, Profile, peel, unglued
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
-from kb.core.records import Analysis, Timing
+from kb.core.records import Analysis, ErrorEvent, Timing
 from kb.core.redact import Redactor
 from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - inflate, redacted_log: this module's API
 from kb.core.rejoin import Rejoiner
@@ -99,9 +99,15 @@ class Analyzer:
                 self._line(number, raw, True)
             found = self._extractor.finish()
             root, symptoms = choose(found, benign=False)
-        last_words = _last_words(list(self._extractor.warned), self._last_line)
+        warned = list(self._extractor.warned)
+        last_words = _last_words(warned, self._last_line)
         if root is None and last_words:  # a log that ends warning of a failure, with no error
             found = [*found, *last_words]
+            root, symptoms = choose(found, benign=False)
+        elif root is not None and root.role == "symptom" and (before := _warned_before(warned, root)):
+            # only wrappers, one pointing at an error it does not state ("See inner exception"):
+            # a failure warned about just before it, in its stream, is that error
+            found = [*found, *before]
             root, symptoms = choose(found, benign=False)
         statement = self._extractor.statement
         if root is None and statement is not None and self._extractor.statements == 1:
@@ -407,6 +413,12 @@ def _last_words(warned: list[Found], last_line: tuple[int, bytes] | None) -> lis
         return []
     start = (warned[-1].event.line_number or 0) - WARNED_RUN
     return [f for f in warned if (f.event.line_number or 0) >= start]
+
+
+def _warned_before(warned: list[Found], wrapper: ErrorEvent) -> list[Found]:
+    line = wrapper.line_number or 0
+    return [f for f in warned if line - WARNED_RUN <= (f.event.line_number or 0) < line
+            and f.event.process == wrapper.process]
 
 
 def analyze(data: bytes) -> Analysis:

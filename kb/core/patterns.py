@@ -1112,7 +1112,8 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"KV cache|cache blocks|warming up sampler|prefill tokens|max-batch-prefill|mem-fraction|memory pool", re.I), "kv_cache_profiling"),
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
         r"|does not recognize this architecture"), "config"),
-    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|" + NCCL_RESULT.pattern + r"|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"), "startup"),
+    (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|" + NCCL_RESULT.pattern + r"|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"
+        r"|\[c10d\]|[Rr]endezvous|TCPStore|Failed to connect to GCS"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 
@@ -1136,7 +1137,7 @@ BLOCK_ANCHORS: tuple[str, ...] = (
 ERROR_ANCHORS: tuple[str, ...] = (
     "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
-    "not supported", "CUDA", "FATAL",
+    "not supported", "CUDA", "FATAL", "timed out",
     # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",
     # older "[E socket.cpp:860]": the level is all such a line may hold of an error
     "[E0", "[E1", "[E ", "[F0", "[F1",

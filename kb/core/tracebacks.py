@@ -31,7 +31,7 @@ _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\)
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _TABLE_BORDER = lazy(r"^\+-[-+]*$")
 # Words a sentence states a failure with (and the pre-filter lets through).
-_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory)\b")
+_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory|timed out)\b")
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
 # "Could not import X: why", "Failed to load X with ImportError(...)": X, what went missing.
 # Only with its reason: a bare "Failed to load model" says less than the error after it.
@@ -580,8 +580,10 @@ class Extractor:
         elif line.level == "WARNING" and _FAILURE_STATEMENT.search(stripped):
             event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error",
-                               reason="a warning that states a failure, among the log's last lines")
-            self.warned.append(Found(event, line.level, line.timestamp, line.record, key=line.key,
+                               reason="a warning that states a failure, where no error states one")
+            # taken only where nothing states an error (kb.core.analyze): its level does not
+            # set it below the wrappers then
+            self.warned.append(Found(event, None, line.timestamp, line.record, key=line.key,
                                      end_line=line.number + line.pieces - 1))
         elif line.level is None and _FAILURE_STATEMENT.search(stripped):
             self.statements += 1
