@@ -65,6 +65,10 @@ _PIPE_TIME = r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*"
 _PIPE_LEVELS = r"TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL"
 _BRACKET_LEVELS = r"TRACE|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|[Tt]race|[Dd]ebug|[Ii]nfo|[Ww]arning|[Ww]arn|[Ee]rror|[Cc]ritical"
 
+# the head of zerolog's console writer: a short (or RFC 3339) time and a three-letter level
+_ZEROLOG_TIME = r"\d{1,2}:\d\d(?::\d\d)?(?:AM|PM)|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)"
+_ZEROLOG_LEVELS = r"TRC|DBG|INF|WRN|ERR|FTL|PNC"
+
 PREFIXES: tuple[Prefix, ...] = (
     Prefix("sglang", _r(r"^\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d)(?: (?P<proc>(?:(?:DP|TP|EP|PP|CP)\d+ ?)+))?\]\s?"),
            "[2025-06-13 09:59:00 TP3] Scheduler hit an exception: x",
@@ -82,14 +86,12 @@ PREFIXES: tuple[Prefix, ...] = (
            header=True, engine="vllm", starts='DIWEC'),
     Prefix("torch-rank", _r(r"^\[(?P<proc>(?:default)?rank\d+)\]:\s?"), "[rank3]:   File \"train.py\", line 1, in <module>",
            "torchrun's --tee / log prefix for each local rank", starts='['),
-    Prefix("zerolog-relay", _r(r"^(?:\d{1,2}:\d\d(?::\d\d)?(?:AM|PM)|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
-                               r"(?:TRC|DBG|INF|WRN|ERR|FTL|PNC) (?P<src>[\w.-]+(?:\([^()]*\))?): (?:stdout|stderr) "),
+    Prefix("zerolog-relay", _r(r"^(?:" + _ZEROLOG_TIME + r") (?:" + _ZEROLOG_LEVELS + r") (?P<src>[\w.-]+(?:\([^()]*\))?): (?:stdout|stderr) "),
            "9:11AM DBG GRPC(whisper/ggml-large-v3-q5_0.bin-127.0.0.1:36495): stderr ggml_cuda_init: failed to initialize CUDA",
            "a Go server that relays a child's output line by line through zerolog's console writer (LocalAI's "
            "backends): the level is the relay's, not the line's, so it is not kept; the child's own words decide",
            header=True, starts="0123456789"),
-    Prefix("zerolog-console", _r(r"^(?P<ts>\d{1,2}:\d\d(?::\d\d)?(?:AM|PM)|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
-                                 r"(?P<level>TRC|DBG|INF|WRN|ERR|FTL|PNC) "),
+    Prefix("zerolog-console", _r(r"^(?P<ts>" + _ZEROLOG_TIME + r") (?P<level>" + _ZEROLOG_LEVELS + r") "),
            "3:04PM ERR failed to load model error=\"could not load model: rpc error: code = Unavailable\"",
            "zerolog's console writer (LocalAI and other Go servers): a short time, a three-letter level",
            header=True, starts="0123456789"),
