@@ -276,7 +276,8 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     if width in _TERMINAL_WIDTHS:  # a usual terminal width: less evidence will do
         if len(cut) >= 2 and (tails >= 1 or exact >= 2) and records * 2 <= len(followed) and len(cut) >= 0.02 * len(lengths):
             return width
-        if len(cut) == 1 and tails == 1 and not records and _goes_on(texts[cut[0] + 1], profile):
+        if (len(cut) == 1 and tails == 1 and not records and _goes_on(texts[cut[0] + 1], profile)
+                and not _sentence_break(texts[cut[0]], texts[cut[0] + 1])):
             return width  # a short excerpt with one cut
         return None
     # any other width: two lines may share a length by chance, several rests may not; one
@@ -313,6 +314,13 @@ def cuts_a_word(held: str, text: str) -> bool:
     a bare level word at the head of the next piece is that word's rest, not a record's
     header (a header still starts a record when it says more: a date, a source)."""
     return bool(held) and bool(text) and (held[-1].isalnum() or held[-1] == "_") and text[0].isalnum()
+
+
+def _sentence_break(held: str, text: str) -> bool:
+    """A line that ends a word and a next one that starts a capitalized one ("... used to
+    compile" | "PyTorch (11.8). ..."): a newline the program printed, as likely as a cut;
+    one such line is no evidence of a terminal's width."""
+    return held[-2:].isalpha() and held[-2:].islower() and text[:2].isalpha() and text[0].isupper()
 
 
 def _after_run(lengths: list[int], i: int, width: int) -> int:

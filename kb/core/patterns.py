@@ -266,6 +266,9 @@ BACKTRACE_SYMBOL = _r(r"^(?:#?\d+\s+)?[^\s()]+\((?P<func>[A-Za-z_][^()+\s]*)?\+0
 # address, the program counter, then the symbol and its offset in decimal:
 # "7f3ad1ffe8a0 4a81c6 llama_server_context::update_slots()+1350"
 ADDRESS_SYMBOL = _r(r"^[0-9a-f]{6,16} [0-9a-f]{1,16} (?P<func>[A-Za-z_~][^+]*?)\+\d+\s*$")
+# boost::stacktrace's frame, as Triton's signal handler prints it, most recent first:
+# " 5# grpc_core::chttp2::TransportFlowControl::PeriodicUpdate() in /opt/tritonserver/bin/tritonserver"
+BOOST_FRAME = _r(r"^\s*\d+# (?!0x[0-9A-Fa-f]+ )(?P<func>[A-Za-z_~](?:[^(]|\(anonymous namespace\))*?)(?:\([^()]*\)|\([^()]*$)?(?: (?:at|in) \S+)?\s*$")
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
@@ -545,6 +548,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "after 'in' is where",
          exception="signal", role="root", kind="signal",
          anchors=("general protection fault", "segfault at", "invalid opcode", "divide error")),
+    Rule("signal-received",
+         _r(r"^(?P<msg>Signal \((?P<signal>\d+)\) received\.?)\s*$"),
+         "Signal (11) received.",
+         "a C++ server's fatal signal handler (NVIDIA Triton's): a native crash; the numbered stack that "
+         "follows says where",
+         exception="signal", role="root", kind="signal", anchors=(") received",)),
     Rule("caught-signal",
          _r(r"(?P<msg>Caught signal (?P<signal>\d+) \(.*)$"),
          "[node1:4242:0:4300] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",

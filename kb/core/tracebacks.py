@@ -102,6 +102,7 @@ class _Stream:
     indented_frames: bool = False  # the open traceback's `File` lines are indented, as Python prints them
     frame_indent: int = 2  # ... and by how much (2 as Python prints them; more when pasted indented)
     stack_dump: bool = False  # a headerless one whose frames are faulthandler's ("line 12 in f"): a dump
+    causes_of: Found | None = None  # an error whose "Caused by:" chain (Rust's anyhow) is being read
     help_block: list[str] | None = None  # the lines of an Open MPI help message open between its rulers
     help_found: int = 0  # how many errors were found when it opened
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
@@ -180,8 +181,12 @@ class Extractor:
         if stream.bare is not None:
             bare, stream.bare = stream.bare, None
             unindented, stream.bare_unindented = stream.bare_unindented, False
-            if contiguous and stripped and (body[:1] in (" ", "\t") or unindented):
-                self._add(stream, bare)  # bitsandbytes' "RuntimeError:\n        CUDA Setup failed ..."
+            # bitsandbytes' "RuntimeError:\n        CUDA Setup failed ...", and a message that
+            # begins with a newline (torch's "RuntimeError:\nThe detected CUDA version ..."):
+            # the next line, if it reads as words, not as a record or a list of its own
+            sentence = not line.header and line.level is None and stripped[:1].isalpha()
+            if contiguous and stripped and (body[:1] in (" ", "\t") or unindented or sentence):
+                self._add(stream, bare)
                 stream.continuation_of, stream.continuation_lines = bare, 0
                 stream.continuation_layers = line.layers
 
@@ -225,6 +230,21 @@ class Extractor:
             return
         if P.CHAIN_CONTEXT in body:
             stream.pending_chain = "context"
+            self._end_continuation(stream)
+            return
+        if stream.causes_of is not None:
+            if body[:1] in (" ", "\t") and stripped:
+                # anyhow's chain, outermost first ("0: creating primary lease", "1: grpc
+                # request error: ..."): the error is the whole chain, as anyhow's one-line
+                # form ("{:#}") prints it: "outer: cause: innermost cause"
+                event = stream.causes_of.event
+                event.message = f"{event.message.rstrip()}: {_CAUSE_NUMBER.sub('', stripped)}"
+                event.reason = "an error and its \"Caused by:\" chain, the innermost cause last"
+                return
+            if stripped:
+                stream.causes_of = None
+        if stripped == "Caused by:" and stream.last_found is not None and line.number - stream.last_found_end <= 2:
+            stream.causes_of = stream.last_found
             self._end_continuation(stream)
             return
         if stream.continuation_of is not None:
@@ -722,7 +742,7 @@ class Extractor:
         native = P.NATIVE_FRAME.match(body) if body[:1] in "@P" else None
         symbol = P.BACKTRACE_SYMBOL.match(body) if native is None and body[-1:] == "]" and "(" in body else None
         if native is None and symbol is None and body[:1] in _HEX_DIGITS:
-            native = P.ADDRESS_SYMBOL.match(body)
+            native = P.ADDRESS_SYMBOL.match(body) or P.BOOST_FRAME.match(body)
         if native is not None or symbol is not None:
             last = next((f for f in reversed(self.found[-3:]) if f.event.kind == "signal"), None)
             if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES + _MAX_REGISTER_LINES:
@@ -966,6 +986,7 @@ _HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when
 
 _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
 _WARNED_KEPT = 8
+_CAUSE_NUMBER = re.compile(r"^\d+: ")
 _MPI_RULER = "-" * 74  # Open MPI's show_help frame (IPython's is 75 wide)
 _MAX_HELP_LINES = 12
 _HEX_DIGITS = frozenset("0123456789abcdef")

@@ -196,6 +196,13 @@ def test_an_exception_whose_text_starts_on_the_next_line_is_read_only_with_that_
     listing = ("ImportError:\n[sgl_kernel] CRITICAL: Could not load any common_ops library!\n"
                "- ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n")
     assert analyze(listing.encode()).root_cause.message.startswith("libnvrtc.so.12")
+    # torch's CUDA_MISMATCH_MESSAGE begins with a newline: its words on the next line, unindented
+    newline_first = ("Building wheel for flash-attn (setup.py): finished with status 'error'\nRuntimeError:\n"
+                     "The detected CUDA version (12.4) mismatches the version that was used to compile\n"
+                     "PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
+    root = analyze(newline_first.encode()).root_cause
+    assert (root.exception, root.message.split("\n")[0]) == (
+        "RuntimeError", "The detected CUDA version (12.4) mismatches the version that was used to compile")
 
 
 def test_a_ray_component_check_failure_is_the_cause_behind_the_raylet_died_wrapper():
