@@ -282,8 +282,10 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
         return None
     # any other width: two lines may share a length by chance, several rests may not; one
     # line and the same next one over and over is a loop (a service restarting), not a cut
-    if (len(cut) >= 2 and (distinct >= 2 or rests >= 2) and tails >= 2 and records * 3 <= len(followed)
-            and len(cut) >= 0.02 * len(lengths)):
+    # (one record repeated whole, a sentence each time, is a repeated record: not a cut one)
+    repeated_sentence = distinct == 1 and texts[cut[0]].rstrip().endswith((".", "!", "?")) if cut else False
+    if (len(cut) >= 2 and (distinct >= 2 or rests >= 2 and not repeated_sentence) and tails >= 2
+            and records * 3 <= len(followed) and len(cut) >= 0.02 * len(lengths)):
         return width
     return None
 

@@ -389,9 +389,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "failed and the condition: the condition names what does not fit",
          exception="Assertion failed", role="root", kind="cpp", anchors=(", condition: ",)),
     Rule("glibc-assert",
-         _r(r"(?<!\S)(?P<msg>[^\s:]+: [^\s:]+:\d+: .{1,400}?: Assertion [`'].+['`] failed\.)"),
+         _r(r"(?<!\S)(?P<msg>(?:[^\s:]+: )?[^\s:]+\.\w+:\d+: .{1,400}?: Assertion [`'].+['`] failed\.)"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
-         "glibc's assert(): program, file:line, function, condition; the process aborts next",
+         "glibc's assert(): program, file:line, function, condition; the process aborts next (the "
+         "program's name may have been read as the stream's label)",
          exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",)),
     Rule("nccl-watchdog-timeout",
          _r(r"(?P<msg>(?:\[Rank \d+\] )?Watchdog caught collective operation timeout.*)$"),
@@ -539,6 +540,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "13, 31: a kernel's bad access or an engine exception): the process's CUDA error or crash after it is "
          "its consequence",
          exception="NVIDIA Xid error", role="root", kind="native", anchors=("NVRM: Xid",)),
+    Rule("intel-gpu-runtime-abort",
+         _r(r"^(?P<msg>Abort was called at \d+ line in file:.*)$"),
+         "Abort was called at 63 line in file:",
+         "Intel's GPU compute runtime (NEO, under SYCL, IPEX and oneAPI backends) aborts on a check it "
+         "cannot recover from; the runtime's source file follows on the next line",
+         exception="Intel GPU runtime abort", role="root", kind="native", anchors=("Abort was called at",)),
     Rule("kernel-fault-report",
          _r(r"(?P<msg>(?:traps: )?[\w.:-]+\[\d+\]:? (?:trap )?(?P<signame>general protection fault|segfault|invalid opcode|divide error)\b"
             r".*?(?: in (?P<site>[\w.+-]+?)(?:\.\d+)*\[[0-9a-f]+\+[0-9a-f]+\])?)\s*$"),

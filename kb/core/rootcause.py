@@ -163,10 +163,10 @@ def choose(found: list[Found], benign: bool = True,
 def _task_result(best: Group, groups: list[Group]) -> Group | None:
     """asyncio reports a failed task nobody awaited ("Task exception was never retrieved /
     future: <Task finished ... exception=RuntimeError('Triton Error [CUDA]: invalid
-    argument')>"), then the task's traceback. The repr names the exception that traceback
-    ends with; a traceback printed next that ends with another one shows the start of its
-    chain (a KeyError the code handled), cut before "During handling": the named one is
-    the error."""
+    argument')>", or the exception's str() alone when it prints no repr), then the task's
+    traceback. The report names the exception that traceback ends with; a traceback
+    printed next that ends with another one shows the start of its chain (a KeyError the
+    code handled), cut before "During handling": the named one is the error."""
     event = best.first.event
     if best.tier != "root-traceback":
         return None

@@ -693,9 +693,9 @@ class Extractor:
         if stream.help_block is None:
             stream.help_block, stream.help_found = [], len(self.found)
             return True
-        text = " ".join(" ".join(stream.help_block).split())
-        stream.help_block = None
-        if text and len(self.found) == stream.help_found:
+        block, stream.help_block = stream.help_block, None
+        text = " ".join(" ".join(block).split())
+        if text and len(self.found) == stream.help_found and len(block) < _MAX_HELP_LINES:
             event = ErrorEvent(exception="MPI error", message=text, process=_label(line),
                                line_number=line.number - 1, kind="native",
                                reason="Open MPI's help message (show_help) between its rulers")
@@ -988,7 +988,7 @@ _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
 _WARNED_KEPT = 8
 _CAUSE_NUMBER = re.compile(r"^\d+: ")
 _MPI_RULER = "-" * 74  # Open MPI's show_help frame (IPython's is 75 wide)
-_MAX_HELP_LINES = 12
+_MAX_HELP_LINES = 24  # a help message is short: more between two rulers is other output
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _MAX_REGISTER_LINES = 12  # a crash report's banner and register dump before its frames
 # ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
