@@ -524,6 +524,8 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         if atom_match is None:
             if text.startswith('{"') and "json-record" not in out.layers:
                 _json_record(out)  # a program's JSON record behind the capture's prefix
+            elif _QUOTED_LINE.match(text):
+                out.text, out.layers = text.strip()[1:-1], out.layers + ("quoted-line",)
             return out
         name, match = atom_match
         groups = match.groupdict()
@@ -536,6 +538,11 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         out.layers += (name,)
         out.text = text[match.end():]
     return out
+
+
+# A line a reporter pasted in double quotes, whole ("CUDA error 209 at ...: no kernel
+# image ..."): a sentence inside, no quote of its own
+_QUOTED_LINE = re.compile(r'^"[^"]*\s[^"]{8,}"\s*$')
 
 
 def _json_object(text: str) -> dict | None:

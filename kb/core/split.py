@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kb.core.capture import Peeled, Profile, peel
-from kb.core.patterns import COLUMN_SOURCE, PREFIXES, by_first_char
+from kb.core.patterns import COLUMN_SOURCE, PREFIXES, by_first_char, starts_record
 
 _MAX_LAYERS = 6
 
@@ -44,6 +44,8 @@ class LogLine:
 def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -> LogLine:
     captured = raw if isinstance(raw, Peeled) else peel(raw, profile)
     text = captured.text
+    if text[:1] == " " and text[1:2] in "[(" and starts_record(text[1:]):
+        text = text[1:]  # a record's head pasted one column in (a paste that indented every line but the first)
     line = LogLine(number=number, body=text, stream=captured.stream, host=captured.host,
                    layers=captured.layers, dropped=captured.dropped)
     for _ in range(_MAX_LAYERS):
