@@ -685,12 +685,17 @@ class Extractor:
         allocated for this job are already filled."). A block whose lines an error rule
         already read (a rank "exited on signal 9"), or a WARNING, is left to them."""
         if stripped != _MPI_RULER:
-            if not stream.help_block and line.level in ("WARNING", "INFO", "DEBUG"):
-                stream.help_found = -1  # "WARNING: Open MPI accepted a TCP connection ...": not an error
+            if line.header or (line.level and stream.help_block):
+                # a logger's record inside: not a help message (an excerpt that began inside
+                # one took its closing ruler for an opening one)
+                stream.help_found = _NOT_HELP
+            elif line.level in ("WARNING", "INFO", "DEBUG"):
+                stream.help_found = _HELP_NOT_ERROR  # "WARNING: Open MPI accepted a TCP connection ..."
             if len(stream.help_block) < _MAX_HELP_LINES:
                 stream.help_block.append(stripped)
             return False
-        if stream.help_block is None:
+        if stream.help_block is None or stream.help_found == _NOT_HELP:
+            # (after lines that were no help message, this ruler opens one)
             stream.help_block, stream.help_found = [], len(self.found)
             return True
         block, stream.help_block = stream.help_block, None
@@ -988,6 +993,7 @@ _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
 _WARNED_KEPT = 8
 _CAUSE_NUMBER = re.compile(r"^\d+: ")
 _MPI_RULER = "-" * 74  # Open MPI's show_help frame (IPython's is 75 wide)
+_NOT_HELP, _HELP_NOT_ERROR = -2, -1  # what an open help block turned out to be (else: errors found before it)
 _MAX_HELP_LINES = 24  # a help message is short: more between two rulers is other output
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _MAX_REGISTER_LINES = 12  # a crash report's banner and register dump before its frames

@@ -275,3 +275,19 @@ def test_an_access_violation_alone_is_the_crash():
            "OSError: exception: access violation reading 0x0000000000000010\n")
     root = analyze(log.encode()).root_cause
     assert root.exception == "OSError" and root.message.startswith("exception: access violation")
+
+
+def test_log_records_between_two_rulers_are_no_open_mpi_help_message():
+    """An excerpt that starts inside Open MPI's help block takes its closing ruler for an
+    opening one: the engine's records up to the next ruler are not an MPI error."""
+    ruler = "-" * 74
+    log = (f"{ruler}\n"
+           "INFO 05-20 07:41:09 [core.py:72] Initializing a V1 LLM engine (v0.9.0) with config: model='m'\n"
+           "INFO 05-20 07:41:20 [gpu_model_runner.py:1174] Starting to load model m...\n"
+           f"{ruler}\n"
+           "There are not enough slots available in the system to satisfy the 8\n"
+           "slots that were requested by the application:\n"
+           f"{ruler}\n")
+    root = analyze(log.encode()).root_cause
+    assert root is not None and root.exception == "MPI error"
+    assert root.message.startswith("There are not enough slots available")
