@@ -598,13 +598,12 @@ class Extractor:
                 stream.continuation_of, stream.continuation_lines = found, 0
                 stream.continuation_layers = line.layers
         elif line.level == "WARNING" and _FAILURE_STATEMENT.search(stripped):
-            event = ErrorEvent(exception=LOGGED_ERROR, message=stripped, process=_label(line),
-                               line_number=line.number, kind="log_error",
-                               reason="a warning that states a failure, where no error states one")
+            warned = _line_as_error(line, stripped)
+            warned.event.reason = "a warning that states a failure, where no error states one"
             # taken only where nothing states an error (kb.core.analyze): its level does not
             # set it below the wrappers then
-            self.warned.append(Found(event, None, line.timestamp, line.record, key=line.key,
-                                     end_line=line.number + line.pieces - 1))
+            warned.level, warned.end_line = None, line.number + line.pieces - 1
+            self.warned.append(warned)
         elif line.level is None and _FAILURE_STATEMENT.search(stripped):
             self.statements += 1
             if self.statement is None:
@@ -715,10 +714,10 @@ class Extractor:
         message = (text[:-1] if text.endswith(">") else text).strip()
         if not told or not message or P.EXCEPTION_MENTION.match(message):
             return False
-        event = ErrorEvent(exception=LOGGED_ERROR, message=message, process=_label(line),
-                           line_number=line.number, kind="log_error",
-                           reason="asyncio's report of a task's exception")
-        self._add(stream, Found(event, line.level, line.timestamp, line.record, mention=True, task_result=True))
+        found = _line_as_error(line, message)
+        found.event.reason = "asyncio's report of a task's exception"
+        found.mention = found.task_result = True
+        self._add(stream, found)
         return True
 
     def _mention_before(self, line: LogLine, stream: _Stream, stripped: str, position: int) -> bool:
