@@ -169,6 +169,9 @@ IRRELEVANT_FRAMES: tuple[FrameRule, ...] = (
               "torch/distributed/elastic/multiprocessing/errors/__init__.py:wrapper", "torchrun's error recorder"),
     FrameRule("native-plumbing", lazy(r"^<native>:(?:\(unknown\)|_?Py\w+|__libc_start\w*|_start|start_thread|clone3?|__restore_rt)$"),
               "<native>:(unknown)", "unsymbolized, interpreter and libc frames of a native stack"),
+    FrameRule("signal-handler", lazy(r"^<native>:.*(?:[Ss]ignal_?[Hh]andler|FailureSignalHandler)\w*$"),
+              "<native>:triton::server::(anonymous namespace)::ErrorSignalHandler",
+              "the crash handler that printed the stack, not where the crash was"),
     FrameRule("cli-entry", lazy(r"(?:^|/)(?:bin/[\w.-]+|scripts\.py|cli/main\.py|click/core\.py|typer/(?:main|core)\.py):"),
               "bin/vllm:<module>", "command-line entry points"),
 )

@@ -746,11 +746,13 @@ class Extractor:
         native = P.NATIVE_FRAME.match(body) if body[:1] in "@P" else None
         symbol = P.BACKTRACE_SYMBOL.match(body) if native is None and body[-1:] == "]" and "(" in body else None
         if native is None and symbol is None and body[:1] in _HEX_DIGITS:
-            native = P.ADDRESS_SYMBOL.match(body) or P.BOOST_FRAME.match(body)
+            native = P.ADDRESS_SYMBOL.match(body)
+            if native is None and (boost := P.BOOST_FRAME.match(body)) is not None:
+                symbol = boost  # boost names the function whole, "(anonymous namespace)" and all
         if native is not None or symbol is not None:
             last = next((f for f in reversed(self.found[-3:]) if f.event.kind == "signal"), None)
             if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES + _MAX_REGISTER_LINES:
-                function = native_symbol(native["func"]) if native is not None else symbol["func"]
+                function = native_symbol(native["func"]) if native is not None else (symbol["func"] or "").strip()
                 if function and len(last.event.frames) < _MAX_FRAMES:
                     last.event.frames.insert(0, Frame("<native>", function))
                 return True
