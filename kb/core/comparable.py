@@ -24,7 +24,7 @@ _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))
 # (Fields are comma-separated, so a field ends at its comma: one way to read a record, in
 # linear time even when the template's length cap cut it before its closing parenthesis.)
 _FIELD = r"\s*[\w()]+=(?:[^,()]|\([^()]*\))*"
-_RECORD_FIELDS = re.compile(rf"\b([A-Z]\w*)\({_FIELD}(?:,{_FIELD})*,?\s*(?:\)|$)")
+_RECORD_FIELDS = re.compile(rf"\b([A-Z]\w*)\({_FIELD}(?:,{_FIELD})*(?:,\s*[\w()]*)?\s*(?:\)|$)")
 # An aside that reports the values behind the error: "the derived max_model_len
 # (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
 # which config key held the number; the statement around it is the error.
@@ -36,6 +36,19 @@ _VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
 _WRAPPING_CLAUSE = re.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
 
 
+# The script argparse names before its error ("train.py: error: unrecognized arguments:
+# ..."): whose command line was refused is the run's, what was refused is the error. (A
+# named program, "vllm: error: ...", says which tool's flags those are: it is kept.)
+_SCRIPT_PROG = re.compile(r"^[\w.-]+\.py: (?=error: )")
+# A command-line flag is one flag however its words are joined: argparse and the engines
+# accept --local-rank and --local_rank, --tensor-parallel-size and --tensor_parallel_size.
+_FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
+
+
+def _flag_spelling(match: re.Match[str]) -> str:
+    return match[0].replace("_", "-")
+
+
 # A detail in parentheses that says there is none (TensorRT's "(no further information)").
 _NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
 
@@ -44,9 +57,11 @@ def comparable(template: str) -> str:
     """The part of a message template that identifies the error, for comparing two of them
     (the hash keeps the template as it is): without leading locator tags, with a printed
     record's fields and asides that report values left out (or say there is no detail),
-    with a sentence repeated for each process or rank kept once, and without a clause
-    that only says the error stopped something."""
+    with a sentence repeated for each process or rank kept once, without a clause
+    that only says the error stopped something or the script whose flags were refused,
+    and with each flag spelled one way."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
+    view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", view))
     view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", view)))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 

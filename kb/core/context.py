@@ -207,8 +207,11 @@ class ContextCollector:
             # match holds one: tested for each marker in test_patterns).
             by_process = self._process_engines(line.process) if line.process else ()
             in_body = {name for i in found for name in _ENGINES_OF[i]}
+            # a logger's target names the crate or module that printed (Rust tracing's
+            # "text_generation_launcher"): the engine's, like a process name
+            target = line.source if line.header else None
             for name, pattern in _ENGINE_MARKERS:
-                if name in by_process or (name in in_body and pattern.search(body)):
+                if name in by_process or (name in in_body and pattern.search(body)) or (target and pattern.search(target)):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
         for index in sorted({index for i in found for index in _FIELDS_OF[i]}):
             name, _, pattern = FIELD_PATTERNS[index]
@@ -346,9 +349,11 @@ class ContextCollector:
                     if phase == "training" and engine not in (None, "pytorch", "deepspeed", "ray"):
                         continue
                     return phase
-        if frames and all(frame.function == "<module>" for frame in frames) or any(
+        if len(frames) > 1 and all(frame.function == "<module>" for frame in frames) or any(
                 outer.function == inner.function == "<module>" for outer, inner in zip(frames, frames[1:])):
-            return "startup"  # module-level code importing a module: it failed while importing
+            # module-level code importing a module: it failed while importing (one frame of a
+            # script's own body, a launcher's entry point most often, says nothing of when)
+            return "startup"
         return None
 
     def seconds_to_crash(self, crash_line: int | None) -> tuple[str | None, str | None, float | None]:

@@ -130,9 +130,11 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("torchrun-old", _r(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\] [\w.]+: \[(?P<level>\w+)\]\s?"),
            "[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)",
            "torchrun before 2.2 logged with a bracketed timestamp", header=True, starts='['),
-    Prefix("tgi", _r(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:(?P<proc>shard-manager|download|webserver)[^:]*: )?(?:[\w:]+: |(?=\w+\{))"),
+    Prefix("rust-tracing", _r(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:(?P<proc>shard-manager|download|webserver)[^:]*: )?(?:(?P<src>[\w:]+): (?:[\w./-]+\.rs:\d+: )?|(?=\w+\{))"),
            "2023-08-25T10:57:30.352453Z ERROR text_generation_launcher: Error when initializing model",
-           "TGI's Rust launcher (tracing) header", header=True, engine="tgi", starts='0123456789'),
+           "Rust tracing's header (TGI, TEI and other Rust servers; their target names the engine): time, "
+           "level, target and, when the subscriber prints them, "
+           "the file and line", header=True, starts='0123456789'),
     Prefix("trt-time", _r(r"^\[(?P<ts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s"),
            "[03/27/2024-11:09:02] [TRT] [E] 6: The engine plan file is generated on an incompatible device",
            "TensorRT's logger timestamp", header=True, starts='['),
@@ -200,9 +202,14 @@ PREFIXES: tuple[Prefix, ...] = (
            "a logger whose format is bracketed fields ('[%(asctime)s] [%(levelname)s] [%(threadName)s] "
            "[%(name)s] >>> %(message)s'), in any order, one of them a time",
            header=True, starts="["),
-    Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)?"),
-           "2024-01-01 10:00:00.123 ERROR something failed",
-           "any other ISO-timestamped logger", header=True, starts='0123456789'),
+    Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+"
+                     r"(?:(?:(?:[-|]\s+)?(?:\d+|[\w.-]{1,60}|\[[^\[\]]{1,60}\])\s+){0,3}?(?:[-|]\s+)?"
+                     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\s*[-|:])?\s+"
+                     r"(?:\[(?P<src>[^\[\]\s]{1,100})\]:?\s+)?)?"),
+           "2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] Failed to start model server",
+           "any other ISO-timestamped logger: the time, up to three fields (process id, logger, thread; "
+           "'%(asctime)s - %(name)s - %(levelname)s - ' too), the level and a bracketed source",
+           header=True, starts='0123456789'),
 )
 
 

@@ -292,8 +292,21 @@ def test_a_record_the_templates_length_cut_is_still_read_as_a_record():
     kept, its fields (a value with its own parentheses too) left out."""
     cut = "Timed out: WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>, Timeout(ms)=<n>"
     assert comparable(cut) == "Timed out: WorkNCCL(...)"
+    assert comparable("Timed out: WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, Timeout(ms") == "Timed out: WorkNCCL(...)"
     assert comparable("failed: Rec(a=<n>, b=Opt(dtype=float (default)), c=<n>) end") == \
         "failed: Rec(a=<n>, b=Opt(...), c=<n>) end"
+
+
+def test_argparse_refusing_one_flag_in_two_scripts_is_one_crash():
+    """torch 2's launcher passes --local-rank: every script that declares --local_rank
+    refuses it. The script's name is the run's; the flag is one flag however joined."""
+    a = _crash("usage error", "train.py: error: unrecognized arguments: --local-rank=1", engine="pytorch")
+    b = _crash("usage error", "main_pretrain.py: error: unrecognized arguments: --local_rank=3", engine="pytorch")
+    assert score(a, b, WEIGHTS).status == "known"
+    other_flag = _crash("usage error", "main_pretrain.py: error: unrecognized arguments: --deepspeed_config",
+                        engine="pytorch")
+    assert score(a, other_flag, WEIGHTS).status != "known"
+    assert comparable("vllm: error: unrecognized arguments: --omni") == "vllm: error: unrecognized arguments: --omni"
 
 
 def test_a_generic_message_raised_from_other_code_is_not_known():
