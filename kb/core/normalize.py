@@ -71,10 +71,12 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
     Normalizer("library-version", lazy(r"\b([\w+-]+\.so)(?:\.\d+)+"), r"\1",
                "libcudart.so.12: cannot open shared object file",
                "the library's soname version varies with the install; its name identifies the cause"),
-    Normalizer("dotted-name", lazy(r"\b[a-z_]\w*(?:\.\w+){2,}\b|\b[a-z_]\w*\.(?:weight|bias)\b"), "<name>",
+    Normalizer("dotted-name", lazy(r"(?<!module named ')(?<!from ')(?<!module ')(?<!import )"
+                                   r"(?<![\w.])(?:[a-z_]\w*(?:\.\w+){2,}\b|[a-z_]\w*\.(?:weight|bias)\b)"), "<name>",
                "weight model.layers.0.self_attn.q_proj.weight does not exist",
                "parameter and module names depend on the model, not on the cause (a top-level "
-               "parameter too: `lm_head.weight`)"),
+               "parameter too: `lm_head.weight`); a module an import names is what is missing, so "
+               "it stays ('No module named 'tensorrt_llm.models.llama.weight'')"),
     Normalizer("uuid", lazy(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>",
                "request 123e4567-e89b-12d3-a456-426614174000", "ids are per run"),
     Normalizer("hex", lazy(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{24,}\b"), "<hex>", "at 0x7f3789a61310", "addresses are per run"),

@@ -177,6 +177,18 @@ def test_out_of_memory_in_one_call_stack_is_known_though_no_log_names_the_phase(
     assert score(a, dataclasses.replace(a, frames=[]), WEIGHTS).status != "known"
 
 
+def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
+    """Which module is missing is the error; which parameter of a model is this model's."""
+    assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
+        "No module named 'tensorrt_llm.models.llama.weight'"
+    assert message_template("cannot import name 'LlamaConfig' from 'transformers.models.llama'") == \
+        "cannot import name 'LlamaConfig' from 'transformers.models.llama'"
+    assert message_template("weight model.layers.0.self_attn.q_proj.weight does not exist") == \
+        "weight <name> does not exist"
+    assert score(_crash("ModuleNotFoundError", "No module named 'vllm.model_executor.layers.fused_moe'"),
+                 _crash("ModuleNotFoundError", "No module named 'vllm.lora.ops.triton_ops'"), WEIGHTS).status != "known"
+
+
 @pytest.mark.parametrize("first,second", MUST_NOT_MERGE, ids=lambda c: c.message_template[:30])
 def test_crashes_with_other_causes_are_never_known_to_each_other(first, second):
     for a, b in ((first, second), (second, first)):
