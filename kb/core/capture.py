@@ -526,6 +526,8 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
                 _json_record(out)  # a program's JSON record behind the capture's prefix
             elif _QUOTED_LINE.match(text):
                 out.text, out.layers = text.strip()[1:-1], out.layers + ("quoted-line",)
+            elif text[:2] == "..":
+                _glued_dots(out)
             return out
         name, match = atom_match
         groups = match.groupdict()
@@ -538,6 +540,15 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         out.layers += (name,)
         out.text = text[match.end():]
     return out
+
+
+def _glued_dots(out: Peeled) -> None:
+    """Progress dots a program printed without a newline (a kernel compile, a wait loop),
+    then the next record on the same line: "..[ERROR] the socversion ...". The dots are
+    dropped like a glued progress bar."""
+    dots = len(out.text) - len(out.text.lstrip("."))
+    if known_engine_prefix(out.text[dots:]):
+        out.dropped, out.text = out.dropped or out.text[:dots], out.text[dots:]
 
 
 # A line a reporter pasted in double quotes, whole ("CUDA error 209 at ...: no kernel

@@ -92,6 +92,10 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "Tried to allocate 1.74 GiB",
                "memory sizes depend on the model and the GPU (XLA prints them with the unit's letter "
                "alone: 'reserve 6.14G', '137.37M free')"),
+    Normalizer("duration", lazy(r"\b\d+(?:\.\d+)?\s?(?:ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|h|hours?)\b"),
+               "<duration>", "The client socket has timed out after 60000ms while trying to connect",
+               "a timeout is configured per run and printed in whichever unit the release chose "
+               "('after 60s', 'after 60000ms', 'ran for 1800041 milliseconds')"),
     Normalizer("device", lazy(r"\b(cuda|GPU|gpu|device|rank|Rank|TP|DP|EP|PP|local_rank)([ :=]?)\d+\b"), r"\1\2<n>",
                "GPU 7 has a total capacity", "which GPU or rank failed is not the cause"),
     Normalizer("first-collective", lazy(r"\bSeqNum=1\b"), "SeqNum=<first>",

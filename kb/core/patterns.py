@@ -202,13 +202,15 @@ PREFIXES: tuple[Prefix, ...] = (
            "a logger whose format is bracketed fields ('[%(asctime)s] [%(levelname)s] [%(threadName)s] "
            "[%(name)s] >>> %(message)s'), in any order, one of them a time",
            header=True, starts="["),
-    Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+"
+    Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:[-|>]{1,3}\s+)?"
                      r"(?:(?:(?:[-|]\s+)?(?:\d+|[\w.-]{1,60}|\[[^\[\]]{1,60}\])\s+){0,3}?(?:[-|]\s+)?"
-                     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\s*[-|:])?\s+"
+                     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?!\s+(?:\d{4}-)?\d\d-\d\d[T ]\d)(?:\s*[-|:])?\s+"
                      r"(?:\[(?P<src>[^\[\]\s]{1,100})\]:?\s+)?)?"),
            "2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] Failed to start model server",
            "any other ISO-timestamped logger: the time, up to three fields (process id, logger, thread; "
-           "'%(asctime)s - %(name)s - %(levelname)s - ' too), the level and a bracketed source",
+           "'%(asctime)s - %(name)s - %(levelname)s - ' too), the level and a bracketed source; a "
+           "collector's time before an engine's own record head ('<time>  >> ERROR 07-17 03:38:23 [core.py:398]') "
+           "leaves that head to the engine's prefix",
            header=True, starts='0123456789'),
 )
 
@@ -1124,7 +1126,7 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     # (not the executor's own frames, `_init_executor`: its workers load the weights while
     # it waits, so they say nothing of how far the workers got)
     (_r(r"init_device\b|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"
-        r"|initialize_ray_cluster|init_process_group|rendezvous|_create_c10d_store"), "startup"),
+        r"|initialize_ray_cluster|init_process_group|rendezvous|_create_\w*store\b"), "startup"),
     (_r(r"create_engine_config|__post_init__|_verify_|verify_with_parallel_config|inspect_model_cls|_raise_for_unsupported|resolve_model_cls|registry"), "config"),
 )
 
@@ -1138,7 +1140,7 @@ MESSAGE_PHASES: tuple[tuple[LazyPattern, str], ...] = (
     (_r(r"divisible by|greater than the derived max_model_len|are not supported for now|Value error|validation error|not supported|unrecognized arguments|invalid choice"
         r"|does not recognize this architecture"), "config"),
     (_r(r"ImportError|ModuleNotFoundError|No module named|cannot import name|Address already in use|socket has failed to (?:listen|bind)|illegal instruction|Free memory on device|Bfloat16 is only supported|no kernel image|re-initialize CUDA|invalid device ordinal|NCCL error|" + NCCL_RESULT.pattern + r"|Cannot allocate memory|Failed to find C compiler|undefined symbol|engine plan file"
-        r"|\[c10d\]|[Rr]endezvous|TCPStore|Failed to connect to GCS"), "startup"),
+        r"|\[c10d\]|[Rr]endezvous|TCPStore|Failed to connect to GCS|client socket has timed out"), "startup"),
     (_r(r"does not exist|safetensors|checkpoint", re.I), "weight_loading"),
 )
 

@@ -664,7 +664,7 @@ class Extractor:
         if match is None or (repr_only and match["repr"] is None):
             return False
         repr_text = match["repr"]
-        message = repr_text if repr_text is not None else (match["msg"] or "")
+        message = _unescaped(repr_text) if repr_text is not None else (match["msg"] or "")
         message = P.TRAILING_SOURCE.sub("", message).strip()
         event = ErrorEvent(exception=match["exc"], message=message, process=_label(line),
                            line_number=line.number, kind="python",
@@ -962,9 +962,10 @@ _WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
 # Lines another writer started: a record led by a timestamp (ISO, syslog, Go's log, a
 # bracketed clock, logfmt's time=), a shell's trace (`set -x`) or prompt (behind the
 # virtualenv's or conda's "(env) "; bash's "[user@host dir]$", PowerShell's), systemd's unit
-# status, kubectl's end of stream. None of them continues an exception's message.
+# status, kubectl's end of stream, Windows' `pause` ("Press any key to continue . . ." in
+# the console's language). None of them continues an exception's message.
 _OTHER_WRITER = lazy(
-    r"^(?:\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d|\[?\d\d:\d\d:\d\d[.,\]]"
+    r"^(?:\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d|\[?\d\d:\d\d:\d\d[.,\]]|[^.]{8,80}?\s?\. \. \.\s*$"
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |time=\S+ level="
     r"|\+{1,3} [\w./\[$\"'-]|(?:\([\w.-]+\) ?)*(?:[\w.-]+@[\w.-]+:\S*|\[[\w.-]+@[\w.-]+ [^\]]*\])[#$](?: |$)"
     r"|PS [A-Z]:\\[^>]*> |[\w@.-]+\.(?:service|scope): "
@@ -1048,6 +1049,16 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
         event.message = match.group(2).strip()
 
 
+_ESCAPE = re.compile(r"\\([nt'\"\\])")
+_ESCAPED = {"n": "\n", "t": " ", "'": "'", '"': '"', "\\": "\\"}
+
+
+def _unescaped(text: str) -> str:
+    """An exception's repr quotes its message as a Python literal (`RuntimeError('CUDA
+    error: ...\\nCUDA kernel errors ...')`): the message is what str() prints."""
+    return _ESCAPE.sub(lambda m: _ESCAPED[m[1]], text) if "\\" in text else text
+
+
 def _unwrap_relayed_repr(event: ErrorEvent) -> None:
     """An exception whose message ends with another exception's repr on a line of its own
     relays that exception: Triton's CompilationError prints where in the kernel's source
@@ -1061,7 +1072,7 @@ def _unwrap_relayed_repr(event: ErrorEvent) -> None:
     if match is not None and match["repr"] is not None:
         event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
         event.frames = [*event.frames, *compiled_kernel(event.message)]
-        event.exception, event.message = match["exc"], match["repr"]
+        event.exception, event.message = match["exc"], _unescaped(match["repr"])
 
 
 # Triton's CompilationError: "at <line>:<col>:", then the kernel's source up to there; at
@@ -1139,7 +1150,7 @@ def quoted_error(text: str) -> ErrorEvent | None:
                                   message=match["msg"].strip().rstrip("'\""), kind=rule.kind or "log_error")
         mention = P.EXCEPTION_MENTION.search(inner)
         if mention is not None:
-            message = mention["repr"] if mention["repr"] is not None else (mention["msg"] or "")
+            message = _unescaped(mention["repr"]) if mention["repr"] is not None else (mention["msg"] or "")
             return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python",
                               frames=compiled_kernel(inner))
         if untyped is None and opened in ("'", '"') and quote.group(0).lower().startswith("with error") \

@@ -177,6 +177,17 @@ def test_out_of_memory_in_one_call_stack_is_known_though_no_log_names_the_phase(
     assert score(a, dataclasses.replace(a, frames=[]), WEIGHTS).status != "known"
 
 
+def test_one_timeout_printed_in_another_unit_is_one_crash():
+    """torch printed the TCPStore client's timeout in seconds, later in milliseconds; the
+    timeout itself is each run's setting."""
+    a = _crash("torch.distributed.DistNetworkError", "The client socket has timed out after 60s while trying to "
+               "connect to (10.1.16.222, 29400).", engine="pytorch", phase="startup")
+    b = _crash("torch.distributed.DistNetworkError", "The client socket has timed out after 1800000ms while trying "
+               "to connect to (172.16.0.5, 29500).", engine="pytorch", phase="startup")
+    assert a.message_template == b.message_template
+    assert score(a, b, WEIGHTS).status == "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
