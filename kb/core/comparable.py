@@ -49,6 +49,12 @@ def _flag_spelling(match: re.Match[str]) -> str:
     return match[0].replace("_", "-")
 
 
+# NCCL's result, then what failed: "Call to CUDA function failed. Last error: Cuda failure
+# 'invalid argument'". The result is one of a few (the exception's type names it); the last
+# error is what a NCCL WARN line of the same failure says on its own.
+_NCCL_LAST_ERROR = re.compile(r"^.*?\bLast error: (?=\S)", re.S)
+
+
 # A detail in parentheses that says there is none (TensorRT's "(no further information)").
 _NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
 
@@ -59,8 +65,8 @@ def comparable(template: str) -> str:
     record's fields and asides that report values left out (or say there is no detail),
     with a sentence repeated for each process or rank kept once, without a clause
     that only says the error stopped something or the script whose flags were refused,
-    and with each flag spelled one way."""
-    view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", template)))
+    with each flag spelled one way, and of NCCL's result and last error the last error."""
+    view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", _NCCL_LAST_ERROR.sub("", template))))
     view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", view))
     view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", view)))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template

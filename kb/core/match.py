@@ -49,6 +49,9 @@ _CODE_SLOTS = (
         r"invalid argument|remote process exited|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|"
         r"ncclInvalidUsage|ncclInvalidArgument|ncclRemoteError)\b", re.I)),
     ("collective", re.compile(r"\bSeqNum=(<first>|<n>)")),  # the first one, or a later one
+    # an HTTP status says what the server refused: a token (401), a gated repo (403), a
+    # missing file (404), an outage (5xx)
+    ("HTTP status", re.compile(r"\b(?:([1-5]\d\d) (?:Client|Server) Error|HTTP Error ([1-5]\d\d))\b")),
     ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
                               re.I)),
     # The operating system's reason after an errno, however the error prints it
@@ -219,6 +222,9 @@ _SURFACES_AS = (
     # TensorRT-LLM's C++ exception, and the RuntimeError pybind11 turns it into in Python
     # ("[TensorRT-LLM][ERROR] Assertion failed: ..." either way)
     frozenset({"TllmException", "RuntimeError"}),
+    # torch raises a CUDA (HIP) runtime error as RuntimeError("CUDA error: ...") (AcceleratorError
+    # since 2.8); a C++ thread's c10::Error (the NCCL watchdog's) is printed without a type
+    frozenset({"CUDA error", "HIP error", "RuntimeError", "AcceleratorError"}),
 )
 
 
@@ -229,6 +235,13 @@ _SURFACES_AS = (
 _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "RuntimeError",
                  "DistStoreError": "RuntimeError", "OutOfMemoryError": "RuntimeError",
                  "AcceleratorError": "RuntimeError"}
+
+
+def _surfaced(a: str, b: str) -> bool:
+    """Two names of one error only as a native kind and the Python type that carries it
+    (_SURFACES_AS), not as one type."""
+    a, b = canonical_exception(a), canonical_exception(b)
+    return a != b and any(a in kinds and b in kinds for kinds in _SURFACES_AS)
 
 
 def exception_similarity(a: str, b: str) -> float:
@@ -298,8 +311,10 @@ def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
     out = []
     for slot, pattern in _CODE_SLOTS:
         found_a, found_b = pattern.search(a), pattern.search(b)
-        if found_a and found_b and found_a.group(1).lower() != found_b.group(1).lower():
-            out.append((slot, found_a.group(1).lower(), found_b.group(1).lower()))
+        if found_a and found_b:
+            value_a, value_b = (next(v for v in found.groups() if v is not None).lower() for found in (found_a, found_b))
+            if value_a != value_b:
+                out.append((slot, value_a, value_b))
     if _MISMATCHED_COLLECTIVES in a and _MISMATCHED_COLLECTIVES in b:
         ops_a, ops_b = ("+".join(sorted(set(_OP_TYPE.findall(text)))) for text in (a, b))
         if ops_a and ops_b and ops_a != ops_b:
@@ -404,6 +419,11 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         if site_is_identity:  # one crash site unknown: never the same crash for sure
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("a crash signal without its crash site on one side: at most similar")
+    if _surfaced(query.exception, candidate.exception) and query.frames and candidate.frames and frames < _FRAMES_APART:
+        # one text as a native kind and as a Python type, raised from other code (ggml's
+        # "CUDA error: no kernel image" and torch's RuntimeError): two engines' crashes
+        core = min(core, KNOWN_THRESHOLD - 1)
+        explanation.append("a native error and a Python one raised from other code: at most similar")
     if exc == 0 and msg < 90:
         core *= 0.7  # different type and a different text: a different crash
     phase_q, phase_c = _known_phase(query.phase), _known_phase(candidate.phase)

@@ -188,6 +188,44 @@ def test_one_timeout_printed_in_another_unit_is_one_crash():
     assert score(a, b, WEIGHTS).status == "known"
 
 
+def test_an_http_status_is_kept_and_tells_two_refusals_apart():
+    """'401 Client Error' (no token) and '403 Client Error' (a gated repo not accepted) are
+    two fixes, however alike the rest of the text reads."""
+    assert message_template("401 Client Error: Unauthorized for url: https://huggingface.co/api/models/x") == \
+        "401 Client Error: Unauthorized for url: <url>"
+    a = _crash("huggingface_hub.errors.HfHubHTTPError", "401 Client Error. (Request ID: Root=1-65f2c9)")
+    b = _crash("huggingface_hub.errors.HfHubHTTPError", "403 Client Error. (Request ID: Root=1-65f2c9)")
+    assert score(a, b, WEIGHTS).status != "known"
+    assert score(a, _crash("huggingface_hub.errors.HfHubHTTPError", "401 Client Error. (Request ID: Root=1-7d0a4e)"),
+                 WEIGHTS).status == "known"
+
+
+def test_a_cuda_error_printed_without_its_type_is_the_runtime_error_torch_raises():
+    """The NCCL watchdog's c10::Error prints "CUDA error: ..." with no type; a Python frame
+    raises the same text as RuntimeError."""
+    text = "CUDA error: operation not permitted when stream is capturing"
+    assert score(_crash("CUDA error", text), _crash("RuntimeError", text), WEIGHTS).status == "known"
+    assert score(_crash("CUDA error", text), _crash("RuntimeError", "CUDA error: an illegal memory access was "
+                                                    "encountered"), WEIGHTS).status != "known"
+    image = "CUDA error: no kernel image is available for execution on the device"
+    ggml = dataclasses.replace(_crash("CUDA error", image, engine=None),
+                               frames=["<native>:ggml_cuda_error", "<native>:ggml_cuda_compute_forward"])
+    torch = dataclasses.replace(_crash("RuntimeError", image, engine=None),
+                                frames=["peft/tuners/lora/layer.py:forward", "torch/nn/modules/linear.py:forward"])
+    assert score(ggml, torch, WEIGHTS).status != "known"  # llama.cpp's build and torch's wheel: two fixes
+
+
+def test_nccls_last_error_is_compared_not_its_result_sentence():
+    """torch quotes NCCL's result and its last error; a NCCL WARN line says the last error
+    alone. Two last errors under one result are two failures."""
+    quoted = _crash("ncclUnhandledCudaError", "Call to CUDA function failed.\nLast error:\nCuda failure "
+                    "'invalid argument'")
+    warned = _crash("NCCL error", "Cuda failure 1 'invalid argument'")
+    assert score(quoted, warned, WEIGHTS).status == "known"
+    other = _crash("ncclUnhandledCudaError", "Call to CUDA function failed.\nLast error:\nCuda failure 'unknown error'")
+    assert score(quoted, other, WEIGHTS).status != "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
