@@ -55,6 +55,12 @@ def _flag_spelling(match: re.Match[str]) -> str:
 _NCCL_LAST_ERROR = re.compile(r"^.*?\bLast error: (?=\S)", re.S)
 
 
+# torch's CUDA initialization failure quotes the CUDA error it got ("Unexpected error from
+# cudaGetDeviceCount(). Did you run ...? Error 804: forward compatibility was attempted on
+# non supported HW"): the error is what every other report of it says, "CUDA error: ...".
+_CUDA_INIT_ERROR = re.compile(r"^Unexpected error from cudaGetDeviceCount\(\)\..*?\bError <n>: (?=\S)", re.S)
+
+
 # A detail in parentheses that says there is none (TensorRT's "(no further information)").
 _NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
 
@@ -65,9 +71,10 @@ def comparable(template: str) -> str:
     record's fields and asides that report values left out (or say there is no detail),
     with a sentence repeated for each process or rank kept once, without a clause
     that only says the error stopped something or the script whose flags were refused,
-    with each flag spelled one way, and of NCCL's result and last error the last error."""
+    with each flag spelled one way, of NCCL's result and last error the last error, and of
+    torch's CUDA initialization failure the CUDA error."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", _NCCL_LAST_ERROR.sub("", template))))
-    view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", view))
+    view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", _CUDA_INIT_ERROR.sub("CUDA error: ", view)))
     view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", view)))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 

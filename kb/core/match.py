@@ -127,7 +127,7 @@ def _text_similarity(a: str, b: str, head_a: str, head_b: str, weights: TermWeig
     the texts' first sentences (_statement)."""
     ratio = fuzz.ratio(a, b)
     shorter = min(len(a), len(b))
-    partial = fuzz.partial_ratio(a, b) if shorter >= 40 else 0.0
+    partial = 100.0 if _cut_mid_word(a, b) else fuzz.partial_ratio(a, b) if shorter >= 40 else 0.0
     ratio = max(ratio, partial * 0.97)
     if min(len(head_a.split()), len(head_b.split())) >= _STATEMENT_WORDS:
         # the same error wrapped in more words by another engine or launcher; only the
@@ -135,6 +135,17 @@ def _text_similarity(a: str, b: str, head_a: str, head_b: str, weights: TermWeig
         ratio = max(ratio, fuzz.token_set_ratio(head_a, head_b, processor=utils.default_process) * 0.9)
     overlap = term_overlap(a, b, weights, cut=partial >= _CUT_PARTIAL)
     return ratio * (1 - mix + mix * overlap)
+
+
+_CUT_WORDS = 3  # a text cut inside a word after this many words is the other one, cut
+
+
+def _cut_mid_word(a: str, b: str) -> bool:
+    """One text is the other's start, ended inside a word ("out of resource: shared me"):
+    a viewer cut it, whatever its length (a whole message ends at a word's end)."""
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return (len(short.split()) >= _CUT_WORDS and long.startswith(short)
+            and short[-1:].isalnum() and long[len(short):len(short) + 1].isalnum())
 
 
 def term_overlap(a: str, b: str, weights: TermWeights = UNIFORM, *, cut: bool = False) -> float:

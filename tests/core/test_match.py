@@ -10,7 +10,7 @@ import pytest
 
 from kb.core.analyze import analyze
 from kb.core.comparable import comparable
-from kb.core.match import SIMILAR_THRESHOLD, message_similarity, score
+from kb.core.match import SIMILAR_THRESHOLD, _cut_mid_word, message_similarity, score
 from kb.core.normalize import message_template
 from kb.core.recall import TermWeights, recall_keys, terms
 from kb.core.records import CrashFeatures
@@ -224,6 +224,31 @@ def test_nccls_last_error_is_compared_not_its_result_sentence():
     assert score(quoted, warned, WEIGHTS).status == "known"
     other = _crash("ncclUnhandledCudaError", "Call to CUDA function failed.\nLast error:\nCuda failure 'unknown error'")
     assert score(quoted, other, WEIGHTS).status != "known"
+
+
+def test_torchs_cuda_initialization_failure_is_the_cuda_error_it_quotes():
+    """torch's "Unexpected error from cudaGetDeviceCount() ... Error 802: system not yet
+    initialized" (a fabric manager not running) is the CUDA error every other report says."""
+    init = "Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling " \
+           "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized"
+    raised = "CUDA error: system not yet initialized"
+    assert score(_crash("RuntimeError", init), _crash("RuntimeError", raised), WEIGHTS).status == "known"
+    other = init.replace("802: system not yet initialized", "804: forward compatibility was attempted on non supported HW")
+    assert score(_crash("RuntimeError", init), _crash("RuntimeError", other), WEIGHTS).status != "known"
+
+
+def test_a_message_cut_inside_a_word_is_the_whole_one_cut():
+    """An excerpt that ends inside a word was cut by a viewer, however short it is; a
+    whole message that another one extends with its detail is not cut."""
+    whole = _crash("triton.runtime.errors.OutOfResources", "out of resource: shared memory, Required: 131072, "
+                   "Hardware limit: 65536. Reducing block sizes or `num_stages` may help.")
+    cut = _crash("triton.runtime.errors.OutOfResources", "out of resource: shared me")
+    assert score(whole, cut, WEIGHTS).status == "known"
+    assert score(whole, _crash("triton.runtime.errors.OutOfResources", "out of resource: registers"),
+                 WEIGHTS).status != "known"
+    short = _crash("safetensors_rust.SafetensorError", "Error while deserializing header")
+    detailed = _crash("safetensors_rust.SafetensorError", "Error while deserializing header: HeaderTooLarge")
+    assert not _cut_mid_word(short.message_template, detailed.message_template)
 
 
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
