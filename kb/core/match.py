@@ -317,6 +317,18 @@ _MISMATCHED_COLLECTIVES = "mismatch between collectives"
 _OP_TYPE = re.compile(r"\bOpType=([A-Z_]+)")
 
 
+# A mapping printed in the message ("resource request {'node:<ip>': <n>, 'GPU': <n>}",
+# "unexpected keys {'lm_head.weight': ...}"): its keys name what was asked for or missing,
+# its values are this run's
+_MAPPING = re.compile(r"\{([^{}]{1,2000})\}")
+_MAPPING_KEY = re.compile(r"""(?:^|,\s*)['"]([^'"]{1,80})['"]\s*:""")
+
+
+def _mapping_keys(text: str) -> frozenset[str]:
+    mapping = _MAPPING.search(text)
+    return frozenset(key.lower() for key in _MAPPING_KEY.findall(mapping.group(1))) if mapping else frozenset()
+
+
 def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
     """The error-code slots both messages fill, with different values."""
     out = []
@@ -326,6 +338,9 @@ def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
             value_a, value_b = (next(v for v in found.groups() if v is not None).lower() for found in (found_a, found_b))
             if value_a != value_b:
                 out.append((slot, value_a, value_b))
+    keys_a, keys_b = _mapping_keys(a), _mapping_keys(b)
+    if keys_a and keys_b and keys_a != keys_b:
+        out.append(("keys of the printed mapping", "+".join(sorted(keys_a)), "+".join(sorted(keys_b))))
     if _MISMATCHED_COLLECTIVES in a and _MISMATCHED_COLLECTIVES in b:
         ops_a, ops_b = ("+".join(sorted(set(_OP_TYPE.findall(text)))) for text in (a, b))
         if ops_a and ops_b and ops_a != ops_b:

@@ -84,6 +84,12 @@ PREFIXES: tuple[Prefix, ...] = (
            "ERROR 02-22 17:52:14 [core.py:1029] Traceback (most recent call last):",
            "vLLM's logger: level, month-day time and [file:line] (older versions lack the '[')",
            header=True, engine="vllm", starts='DIWEC'),
+    Prefix("level-time-fields", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+                                   r"\s+(?:[\w.-]+\s+){0,3}?(?P<src>[\w./-]+\.py:\d+)\s+-+\s"),
+           "ERROR 2024-09-19 08:23:55,732 controller 528 deployment_state.py:681 - Exception in Replica(id='352yge88'), the replica will be stopped.",
+           "a logger that puts the level before the time, then fields (component, pid) and file:line before ' - ' "
+           "(Ray Serve's: '%(levelname)s %(asctime)s %(component)s %(process)d %(filename)s:%(lineno)d - ')",
+           header=True, starts='DIWEC'),
     Prefix("torch-rank", _r(r"^\[(?P<proc>(?:default)?rank\d+)\]:\s?"), "[rank3]:   File \"train.py\", line 1, in <module>",
            "torchrun's --tee / log prefix for each local rank", starts='['),
     Prefix("zerolog-relay", _r(r"^(?:" + _ZEROLOG_TIME + r") (?:" + _ZEROLOG_LEVELS + r") (?P<src>[\w.-]+(?:\([^()]*\))?): (?:stdout|stderr) "),
@@ -388,8 +394,9 @@ ERROR_LINES: tuple[Rule, ...] = (
          _r(r"(?P<msg>Waiting for creating a placement group of specs for \d+ seconds\..*)$"),
          "Waiting for creating a placement group of specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` ...",
          "vLLM on Ray waits for GPUs the cluster does not have (a worker not joined, fewer GPUs than "
-         "the parallel layout): the launch hangs here, and this is its last word",
-         exception="Ray placement group timeout", role="root", kind="log_error",
+         "the parallel layout): the launch hangs here, and this is its last word (Ray's autoscaler, "
+         "when it says which request no node can fulfill, says more)",
+         exception="Ray placement group timeout", role="confirmation", kind="log_error",
          anchors=("Waiting for creating a placement group",)),
     Rule("exception-caught-at",
          _r(r"(?:^(?!.*\bstd(?:err|out) )|(?<=std(?:err|out) ))(?P<msg>\S.{8,600}?)\s*Exception caught at(?: file:|\s*f?i?l?$)"),
@@ -799,6 +806,13 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
          "Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group",
          "vllm/executor/ray_gpu_executor.py raises ValueError with this text and V0 logs it first",
          exception="ValueError", role="root", kind="python", anchors=("Ray does not allocate",)),
+    Rule("ray-infeasible-resource",
+         _r(r"(?:^|(?<=Error: )|(?<=Warning: ))(?P<msg>No available node types can fulfill resource request .*)$"),
+         "(autoscaler +1m) Error: No available node types can fulfill resource request {'node:10.0.0.5': 0.001, 'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.",
+         "Ray's autoscaler cannot place a task, actor or placement group: no node has the resources it "
+         "asks for (a GPU Ray does not see, a node resource of another address); the job waits forever",
+         exception="Ray infeasible resource request", role="root", kind="log_error",
+         anchors=("No available node types can fulfill",)),
     Rule("vllm-no-cache-blocks",
          _r(r"^(?P<msg>No available memory for the cache blocks\..*)$"),
          "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
@@ -859,11 +873,12 @@ SYMPTOMS: tuple[Rule, ...] = (
          "a process reports that it (or its child) did not start, without saying why",
          anchors=('failed to start',)),
     Rule("exception-in-where",
-         _r(r"^(?:Unhandled )?[Ee]xception in (?:ASGI application|callback\b|thread\b|worker\b).*$|^Error in atexit\._run_exitfuncs:?$"),
-         "Exception in ASGI application",
+         _r(r"^(?:Unhandled |Uncaught )?[Ee]xception (?:in|while|during|occurred in|raised in) (?:ASGI application|callback\b|thread\b|worker\b).*$"
+            r"|^(?:Unhandled |Uncaught )?[Ee]xception (?:in|while|during|occurred in|raised in) [^:]{1,200}?:?$|^Error in atexit\._run_exitfuncs:?$"),
+         "Exception in Replica(id='352yge88', deployment='VLLMDeployment', app='chat'), the replica will be stopped.",
          "a server's or runtime's catch-all names only where an exception happened (uvicorn, asyncio, "
-         "threading): the traceback below it is the error",
-         anchors=("xception in ASGI", "xception in callback", "xception in thread", "xception in worker", "Error in atexit")),
+         "threading, Ray Serve's replica), never what: the traceback below it is the error",
+         anchors=("xception in", "xception while", "xception during", "xception occurred", "xception raised", "Error in atexit")),
     Rule("mpi-job-aborted",
          _r(r"Primary job\s+terminated normally, but \d+ process(?:es)? returned|mpirun detected that one or more processes exited with non-zero status"),
          "Primary job  terminated normally, but 1 process returned a non-zero exit code. Per user-direction, the job has been aborted.",

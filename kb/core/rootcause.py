@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from kb.core import patterns as P
 from kb.core import scan
 from kb.core.normalize import library_path, message_template
-from kb.core.records import ErrorEvent, Frame
+from kb.core.records import LOGGED_ERROR, ErrorEvent, Frame
 from kb.core.tracebacks import Found
 
 # Base score per (role, how it was found). Higher is likelier the cause.
@@ -644,6 +644,10 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
     if event.role == "confirmation":
         return "confirmation", event.reason or "confirmation"
     if event.kind == "log_error":
+        if event.exception not in (LOGGED_ERROR, "OSError") and event.reason:
+            # a rule knows the statement and names its kind (argparse's usage error, Ray's
+            # infeasible resource request): more than any ERROR line says
+            return "root-rule", event.reason
         return "log_error", event.reason or "an ERROR line with no exception"
     if event.truncated:
         if item.inferred:

@@ -251,6 +251,18 @@ def test_a_message_cut_inside_a_word_is_the_whole_one_cut():
     assert not _cut_mid_word(short.message_template, detailed.message_template)
 
 
+def test_the_keys_of_a_printed_mapping_name_what_was_asked_for():
+    """Ray's autoscaler prints the request no node can fulfill: a node resource of another
+    address ({'node:<ip>', 'GPU'}) and a GPU Ray does not see ({'CPU', 'GPU'}) are two
+    fixes; the amounts are the run's."""
+    text = "No available node types can fulfill resource request {}. Add suitable node types to this cluster."
+    node = _crash("Ray infeasible resource request", text.format("{'node:10.0.3.17': 0.001, 'GPU': 1.0}"))
+    node_again = _crash("Ray infeasible resource request", text.format("{'node:172.16.10.33': 0.001, 'GPU': 2.0}"))
+    gpu = _crash("Ray infeasible resource request", text.format("{'CPU': 1.0, 'GPU': 1.0}"))
+    assert score(node, node_again, WEIGHTS).status == "known"
+    assert score(node, gpu, WEIGHTS).status != "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
