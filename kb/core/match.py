@@ -44,8 +44,9 @@ _VALUE_ONLY = re.compile(r"""^\s*(?:'[^']*'|"[^"]*"|<[a-z]+>|-?\d+)\s*$""")
 # crash than one naming another value, however alike the rest reads ("NCCL error ...,
 # unhandled cuda error" vs "..., unhandled system error": one word apart, two causes).
 _CODE_SLOTS = (
+    # (not a CUDA error NCCL quotes as its last error: "Cuda failure 1 'invalid argument'")
     ("NCCL result", re.compile(
-        r"\b(unhandled cuda error|unhandled system error|internal (?:check )?(?:error|failure)|invalid usage|"
+        r"(?<!['‘])\b(unhandled cuda error|unhandled system error|internal (?:check )?(?:error|failure)|invalid usage|"
         r"invalid argument|remote process exited|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|"
         r"ncclInvalidUsage|ncclInvalidArgument|ncclRemoteError)\b", re.I)),
     ("collective", re.compile(r"\bSeqNum=(<first>|<n>)")),  # the first one, or a later one
@@ -262,8 +263,9 @@ def exception_similarity(a: str, b: str) -> float:
     a, b = canonical_exception(a), canonical_exception(b)
     if a and (a == b or _RETYPED_FROM.get(a) == b or _RETYPED_FROM.get(b) == a
               or any(a in kinds and b in kinds for kinds in _SURFACES_AS)
-              # the kind "NCCL error" a C++ caller's line gets is any NCCL result's name
-              or {a, b} & {"NCCL error"} and (NCCL_RESULT.match(a) or NCCL_RESULT.match(b))):
+              # the kind "NCCL error" a C++ caller's line gets is any NCCL result's name, and
+              # torch's DistBackendError relays any NCCL result (its text says which)
+              or {a, b} & {"NCCL error", "DistBackendError"} and (NCCL_RESULT.match(a) or NCCL_RESULT.match(b))):
         return 100.0
     return 0.0
 

@@ -224,6 +224,11 @@ def test_nccls_last_error_is_compared_not_its_result_sentence():
     assert score(quoted, warned, WEIGHTS).status == "known"
     other = _crash("ncclUnhandledCudaError", "Call to CUDA function failed.\nLast error:\nCuda failure 'unknown error'")
     assert score(quoted, other, WEIGHTS).status != "known"
+    # the CUDA error NCCL quotes is no NCCL result ("invalid argument" is also one of those)
+    relayed = _crash("torch.distributed.DistBackendError", "NCCL error in: NCCLUtils.hpp:275, unhandled cuda error "
+                     "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\nncclUnhandledCudaError: Call to CUDA "
+                     "function failed.\nLast error:\nCuda failure 'invalid argument'")
+    assert score(quoted, relayed, WEIGHTS).status == "known"
 
 
 def test_torchs_cuda_initialization_failure_is_the_cuda_error_it_quotes():
