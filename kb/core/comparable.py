@@ -61,6 +61,11 @@ _NCCL_LAST_ERROR = re.compile(r"^.*?\bLast error: (?=\S)", re.S)
 _CUDA_INIT_ERROR = re.compile(r"^Unexpected error from cudaGetDeviceCount\(\)\..*?\bError <n>: (?=\S)", re.S)
 
 
+# The dynamic loader's "version `GLIBCXX_3.4.30' not found (required by <path>/x.so)": the
+# library that is too old is the error, whichever extension needed the symbol version.
+_REQUIRED_BY = re.compile(r" \(required by [^()]*\)")
+
+
 # A detail in parentheses that says there is none (TensorRT's "(no further information)").
 _NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
 
@@ -68,14 +73,14 @@ _NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no informat
 def comparable(template: str) -> str:
     """The part of a message template that identifies the error, for comparing two of them
     (the hash keeps the template as it is): without leading locator tags, with a printed
-    record's fields and asides that report values left out (or say there is no detail),
-    with a sentence repeated for each process or rank kept once, without a clause
+    record's fields and asides that report values left out (or say there is no detail, or
+    which library needed a missing symbol version), with a sentence repeated for each process or rank kept once, without a clause
     that only says the error stopped something or the script whose flags were refused,
     with each flag spelled one way, of NCCL's result and last error the last error, and of
     torch's CUDA initialization failure the CUDA error."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", _NCCL_LAST_ERROR.sub("", template))))
     view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", _CUDA_INIT_ERROR.sub("CUDA error: ", view)))
-    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", view)))
+    view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", _REQUIRED_BY.sub("", view))))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 
 

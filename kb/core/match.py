@@ -250,10 +250,10 @@ _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "Runtim
 
 
 def _surfaced(a: str, b: str) -> bool:
-    """Two names of one error only as a native kind and the Python type that carries it
-    (_SURFACES_AS), not as one type."""
+    """Two names of one error only as a native kind (words: "CUDA error") and the Python
+    type that carries it (_SURFACES_AS), not as one type."""
     a, b = canonical_exception(a), canonical_exception(b)
-    return a != b and any(a in kinds and b in kinds for kinds in _SURFACES_AS)
+    return a != b and (" " in a) != (" " in b) and any(a in kinds and b in kinds for kinds in _SURFACES_AS)
 
 
 def exception_similarity(a: str, b: str) -> float:

@@ -268,6 +268,18 @@ def test_the_keys_of_a_printed_mapping_name_what_was_asked_for():
     assert score(node, gpu, WEIGHTS).status != "known"
 
 
+def test_a_libstdcxx_too_old_for_two_extensions_is_one_crash():
+    """The loader names the library that needs the symbol version; the old libstdc++ is
+    the error whichever extension needed it, raised as OSError (ctypes) or ImportError."""
+    a = dataclasses.replace(_crash("OSError", "/opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not found "
+                                   "(required by /opt/fastllm/libfastllm_tools.so)", engine=None),
+                            frames=["fastllm_pytools/llm.py:<module>", "ctypes/__init__.py:LoadLibrary"])
+    b = dataclasses.replace(_crash("ImportError", "/lib64/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required "
+                                   "by /usr/lib/python3/site-packages/llmd_fs_backend/storage_offload.so)", engine=None),
+                            frames=["llmd_fs_backend/spec.py:<module>", "llmd_fs_backend/worker.py:<module>"])
+    assert score(a, b, WEIGHTS).status == "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
