@@ -363,6 +363,25 @@ def _generic(template: str) -> bool:
     return len(terms(text)) <= _GENERIC_TERMS and not _NAMING_TOKEN.search(text)
 
 
+# CPython's wording of a built-in failure, which names nothing ("integer division or modulo
+# by zero", "list index out of range"): any code raises it, so where it was raised says
+# what failed, also behind a wrapper's "Failed to start model server: "
+_BUILTIN_TEXT = re.compile(
+    r"(?:^|: )(?:integer division or modulo by zero|(?:float |integer )?division by zero|(?:float )?modulo by zero"
+    r"|(?:list|tuple|string|bytearray) index out of range|(?:list|tuple) assignment index out of range"
+    r"|dictionary changed size during iteration|maximum recursion depth exceeded[\w ]*"
+    r"|cannot unpack non-iterable \w+ object|not enough values to unpack \(expected <n>, got <n>\)"
+    r"|too many values to unpack \(expected <n>\)|pop from (?:an )?empty (?:list|deque)"
+    r"|'NoneType' object is not (?:subscriptable|iterable|callable)|'NoneType' object has no attribute '\w+'"
+    r"|list\.remove\(x\): x not in list|math domain error)\.?$")
+
+
+def _builtin_text(query: CrashFeatures, candidate: CrashFeatures) -> bool:
+    """Both messages end in the same CPython built-in wording."""
+    a, b = (_BUILTIN_TEXT.search(comparable(f.message_template)) for f in (query, candidate))
+    return bool(a and b and a.group(0).lstrip(": ") == b.group(0).lstrip(": "))
+
+
 def _kernel_pair(a: list[str], b: list[str]) -> list[tuple[str, str, str]]:
     """The compiled kernels both crashes failed in (kb.core.tracebacks.compiled_kernel),
     when they differ: one compiler message from two kernels is two crashes."""
@@ -432,7 +451,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         explanation.append(f"frames {frames:.0f}/100")
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
         core = parts["exception"] * exc + parts["message"] * msg + parts["frames"] * frames
-        generic = _generic(query.message_template)
+        generic = _generic(query.message_template) or _builtin_text(query, candidate)
         if not site_is_identity and not generic:
             # frames only ever help: engines move code between versions
             core = max(core, _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg)
@@ -447,6 +466,9 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         if site_is_identity:  # one crash site unknown: never the same crash for sure
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("a crash signal without its crash site on one side: at most similar")
+        elif _builtin_text(query, candidate):
+            core = min(core, KNOWN_THRESHOLD - 1)
+            explanation.append("CPython's own words, where raised unknown on one side: at most similar")
     if _surfaced(query.exception, candidate.exception) and query.frames and candidate.frames and frames < _FRAMES_APART:
         # one text as a native kind and as a Python type, raised from other code (ggml's
         # "CUDA error: no kernel image" and torch's RuntimeError): two engines' crashes

@@ -280,6 +280,17 @@ def test_a_libstdcxx_too_old_for_two_extensions_is_one_crash():
     assert score(a, b, WEIGHTS).status == "known"
 
 
+def test_cpythons_own_words_without_where_they_were_raised_are_not_known():
+    """'integer division or modulo by zero' names nothing: KServe dividing by a GPU count
+    of zero and vLLM's NIXL connector dividing TP sizes are two crashes."""
+    kserve = _crash("logged error", "Failed to start model server: integer division or modulo by zero", engine=None)
+    nixl = _crash("ZeroDivisionError", "integer division or modulo by zero", engine="vllm")
+    assert score(kserve, nixl, WEIGHTS).status != "known"
+    same_site = ["vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py:add_remote_agent"]
+    assert score(dataclasses.replace(nixl, frames=same_site), dataclasses.replace(nixl, frames=same_site),
+                 WEIGHTS).status == "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
