@@ -279,9 +279,10 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
 
 
 def _next_of_process(best: Group, groups: list[Group], line: int) -> Group | None:
-    """The first error `best`'s process printed after `line`, None when there is none."""
-    process = best.first.event.process
-    return min((g for g in groups if g is not best and g.first.event.process == process
+    """The first error `best`'s stream printed after `line`, None when there is none (by
+    stream, not by the process label an error names: xinference's text names its actor's
+    address and pid, the lines below it do not)."""
+    return min((g for g in groups if g is not best and g.first.key == best.first.key
                 and (g.first.event.line_number or 0) > line),
                key=lambda g: g.first.event.line_number or 0, default=None)
 
