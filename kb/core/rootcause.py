@@ -233,7 +233,7 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
     event = best.first.event
     line = event.line_number or 0
     if best.tier == "cascade" and ("NCCL_DEBUG=INFO for details" in event.message
-                                   or event.message.startswith("NCCL error")):
+                                   or event.message.lstrip().startswith("NCCL error")):
         warned = next((g for g in groups if g.first.event.kind == "nccl" and g.tier == "cascade"
                        and (g.first.event.line_number or 0) < line), None)
         if warned is not None:
@@ -245,7 +245,11 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
             if not below.first.event.frames:  # the same exception's text goes on: its frames
                 below.first.event.frames = event.frames
             return below
-        return None
+        # ... and another rank printed it whole earlier, where this one's copy was cut
+        # before it (interleaved ranks, an excerpt that ends inside the text)
+        return next((g for g in groups if g is not best and P.NCCL_RESULT.match(g.first.event.exception)
+                     and "Last error:" in g.first.event.message and (g.first.event.line_number or 0) < line
+                     and "Last error:" not in event.message), None)
     if best.tier.startswith("root") and _RESULT_CODE.fullmatch(event.message.strip()):
         stated = [g for g in groups if g.first.event.kind in _STATEMENT_KINDS and g is not best
                   and g.first.event.process == event.process and not g.recovered
