@@ -229,7 +229,8 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
     "unhandled system error (run with NCCL_DEBUG=INFO for details)" after its `NCCL WARN`
     lines (printed without the process's prefix), an exception whose message is a code
     (`NIXL_ERR_BACKEND`) after the library's ERROR lines of the same process. The first
-    such statement, an error before a warning; None when the log holds none."""
+    such statement, an error before a warning; None when the log holds none. A relayed
+    NCCL result whose copy was cut takes the one another rank printed whole before it."""
     event = best.first.event
     line = event.line_number or 0
     if best.tier == "cascade" and ("NCCL_DEBUG=INFO for details" in event.message
@@ -240,7 +241,7 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
             return warned
         # torch prints NCCL's result and its last error right under its own error
         # ("ncclSystemError: ... / Last error: / <what failed>"): that says what failed
-        below = _next_of_process(best, groups, line)
+        below = _next_of_stream(best, groups, line)
         if below is not None and P.NCCL_RESULT.match(below.first.event.exception) and "Last error:" in below.first.event.message:
             if not below.first.event.frames:  # the same exception's text goes on: its frames
                 below.first.event.frames = event.frames
@@ -273,7 +274,7 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
     if not best.tier.startswith("root") or event.kind != "python" or len(lines) < 2 or not _INTRODUCES.match(lines[-1].strip()):
         return None
     end = max(best.first.end_line, event.line_number or 0)
-    stated = _next_of_process(best, groups, end)
+    stated = _next_of_stream(best, groups, end)
     if (stated is None or not stated.tier.startswith("root") or stated.first.event.kind == "python"
             or (stated.first.event.line_number or 0) - end > _INTRODUCED_WITHIN):
         return None  # the next error of its process is not the text right below it
@@ -282,7 +283,7 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
     return stated
 
 
-def _next_of_process(best: Group, groups: list[Group], line: int) -> Group | None:
+def _next_of_stream(best: Group, groups: list[Group], line: int) -> Group | None:
     """The first error `best`'s stream printed after `line`, None when there is none (by
     stream, not by the process label an error names: xinference's text names its actor's
     address and pid, the lines below it do not)."""
