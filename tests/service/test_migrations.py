@@ -196,6 +196,7 @@ def test_0012_keys_a_wrapper_that_carries_a_typed_error_by_that_error(empty_db_u
     assert key == "cannot call cudageneratorimpl"
     assert key == message_key("Cannot call CUDAGeneratorImpl::current_seed during capture.")
 
+
 def test_0013_keys_a_wrapper_that_carries_a_status_by_that_status(empty_db_url):
     """A wrapper's fingerprint stored under 0012's key (its own words) gets the key of the
     absl status it carries, which an upload of that status alone looks up."""
@@ -206,3 +207,14 @@ def test_0013_keys_a_wrapper_that_carries_a_status_by_that_status(empty_db_url):
     key = _key_after(empty_db_url, "0013", "RuntimeError", "bad statusor access", wrapped)
     assert key == "attempting reserve size"
     assert key == message_key("Error loading program: Attempting to reserve <size> at the bottom of memory.")
+
+
+def test_0014_keys_nccls_result_by_its_last_error(empty_db_url):
+    """A fingerprint stored under 0013's key (NCCL's result sentence) gets the key of its
+    last error, which a NCCL WARN line of the same failure looks up."""
+    from kb.core.recall import message_key
+
+    quoted = "Call to CUDA function failed. Last error: Cuda failure <n> 'invalid argument'"
+    key = _key_after(empty_db_url, "0014", "ncclUnhandledCudaError", "call cuda function", quoted)
+    assert key == "cuda failure invalid"
+    assert key == message_key("Cuda failure <n> 'invalid argument'")

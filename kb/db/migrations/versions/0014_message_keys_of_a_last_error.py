@@ -1,0 +1,32 @@
+"""incident_fingerprints.message_key: recomputed for the identifying part of 2026-12-07: of
+NCCL's result and last error the last error ("Call to CUDA function failed. Last error:
+Cuda failure 'invalid argument'"), of torch's CUDA initialization failure the CUDA error it
+quotes, of argparse's refusal the words without the script's name
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-12-07
+
+Recall looks a crash's candidates up by message key (kb.core.recall.message_key), which is
+made of kb.core.comparable's view: keys stored under the old view would not be found.
+The downgrade leaves the new keys (nothing is lost: the exception lookup still finds them).
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from kb.db.migrations.backfill import recompute_message_keys
+
+revision = '0014'
+down_revision = '0013'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    recompute_message_keys(op.get_bind())
+
+
+def downgrade() -> None:
+    pass  # the old rule's keys are what the old code looks up less often; see the docstring
