@@ -249,11 +249,16 @@ _RETYPED_FROM = {"DistBackendError": "RuntimeError", "DistNetworkError": "Runtim
                  "AcceleratorError": "RuntimeError"}
 
 
+def _surface_together(a: str, b: str) -> bool:
+    """Canonical names `a` and `b` are one error as printed and as raised (_SURFACES_AS)."""
+    return any(a in kinds and b in kinds for kinds in _SURFACES_AS)
+
+
 def _surfaced(a: str, b: str) -> bool:
     """Two names of one error only as a native kind (words: "CUDA error") and the Python
     type that carries it (_SURFACES_AS), not as one type."""
     a, b = canonical_exception(a), canonical_exception(b)
-    return a != b and (" " in a) != (" " in b) and any(a in kinds and b in kinds for kinds in _SURFACES_AS)
+    return a != b and (" " in a) != (" " in b) and _surface_together(a, b)
 
 
 def exception_similarity(a: str, b: str) -> float:
@@ -262,7 +267,7 @@ def exception_similarity(a: str, b: str) -> float:
     surfaces it), else 0."""
     a, b = canonical_exception(a), canonical_exception(b)
     if a and (a == b or _RETYPED_FROM.get(a) == b or _RETYPED_FROM.get(b) == a
-              or any(a in kinds and b in kinds for kinds in _SURFACES_AS)
+              or _surface_together(a, b)
               # the kind "NCCL error" a C++ caller's line gets is any NCCL result's name, and
               # torch's DistBackendError relays any NCCL result (its text says which)
               or {a, b} & {"NCCL error", "DistBackendError"} and (NCCL_RESULT.match(a) or NCCL_RESULT.match(b))):

@@ -246,11 +246,12 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
             if not below.first.event.frames:  # the same exception's text goes on: its frames
                 below.first.event.frames = event.frames
             return below
+        if "Last error:" in event.message:
+            return None
         # ... and another rank printed it whole earlier, where this one's copy was cut
         # before it (interleaved ranks, an excerpt that ends inside the text)
         return next((g for g in groups if g is not best and P.NCCL_RESULT.match(g.first.event.exception)
-                     and "Last error:" in g.first.event.message and (g.first.event.line_number or 0) < line
-                     and "Last error:" not in event.message), None)
+                     and "Last error:" in g.first.event.message and (g.first.event.line_number or 0) < line), None)
     if best.tier.startswith("root") and _RESULT_CODE.fullmatch(event.message.strip()):
         stated = [g for g in groups if g.first.event.kind in _STATEMENT_KINDS and g is not best
                   and g.first.event.process == event.process and not g.recovered

@@ -663,16 +663,14 @@ class Extractor:
         match = P.EXCEPTION_MENTION.search(stripped)
         if match is None or (repr_only and match["repr"] is None):
             return False
-        repr_text = match["repr"]
-        message = _unescaped(repr_text) if repr_text is not None else (match["msg"] or "")
-        message = P.TRAILING_SOURCE.sub("", message).strip()
+        message = P.TRAILING_SOURCE.sub("", _mention_text(match)).strip()
         event = ErrorEvent(exception=match["exc"], message=message, process=_label(line),
                            line_number=line.number, kind="python",
                            reason="an exception named inside a log line")
         found = Found(event, line.level, line.timestamp, line.record, mention=True,
                       task_result=stripped.startswith("future: <Task ") and stripped[:match.start()].endswith("exception="))
         self._add(stream, found)
-        if repr_text is None:
+        if match["repr"] is None:
             stream.continuation_of = found
             stream.continuation_lines = 0
             stream.continuation_layers = line.layers
@@ -1059,6 +1057,12 @@ def _unescaped(text: str) -> str:
     return _ESCAPE.sub(lambda m: _ESCAPED[m[1]], text) if "\\" in text else text
 
 
+def _mention_text(mention: re.Match[str]) -> str:
+    """The message of an exception named in a line (P.EXCEPTION_MENTION): its repr's text
+    as str() prints it, else what follows its name."""
+    return _unescaped(mention["repr"]) if mention["repr"] is not None else (mention["msg"] or "")
+
+
 def _unwrap_relayed_repr(event: ErrorEvent) -> None:
     """An exception whose message ends with another exception's repr on a line of its own
     relays that exception: Triton's CompilationError prints where in the kernel's source
@@ -1150,7 +1154,7 @@ def quoted_error(text: str) -> ErrorEvent | None:
                                   message=match["msg"].strip().rstrip("'\""), kind=rule.kind or "log_error")
         mention = P.EXCEPTION_MENTION.search(inner)
         if mention is not None:
-            message = _unescaped(mention["repr"]) if mention["repr"] is not None else (mention["msg"] or "")
+            message = _mention_text(mention)
             return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python",
                               frames=compiled_kernel(inner))
         if untyped is None and opened in ("'", '"') and quote.group(0).lower().startswith("with error") \
