@@ -84,11 +84,16 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
 
     frames = _contributing_frames(event, hints) or _named_site(event.message, hints)
     # a type alone ("RuntimeError", its message and frames cut from the excerpt) says which
-    # of a thousand crashes? None: never an exact route, never "known"
+    # of a thousand crashes? None; nor do frames alone (a traceback cut before its
+    # exception line shows where the process was, often its entry point, not what
+    # failed): never an exact route, never "known"
     type_alone = not template and not frames
+    frames_alone = not template and not exception
     if type_alone:
         hints.append(Hint("message", "", False, "no message and no frames: the type alone identifies nothing"))
-    return _fingerprint(exception, template, frames, hints, weak=type_alone)
+    elif frames_alone:
+        hints.append(Hint("message", "", False, "no exception and no message: the frames alone identify nothing"))
+    return _fingerprint(exception, template, frames, hints, weak=type_alone or frames_alone)
 
 
 # A source location an error's text names: "(/src/tllmBuffers.h:118)", "memory_utils.cu:32",

@@ -382,6 +382,29 @@ def test_a_crash_that_shows_only_its_type_is_never_known(client):
     assert first["incident"]["id"] != second["incident"]["id"]
 
 
+# A scheduler's traceback cut after its first frames: the frames every crash of that
+# process starts with (SGLang's scheduler builds its worker), then the excerpt ends.
+SCHEDULER_CUT = """\
+[2025-06-23 15:37:01 TP1] {before}
+[2025-06-23 15:37:01 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2546, in run_scheduler_process
+    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, pp_rank, dp_rank)
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 312, in __init__
+    self.tp_worker = TpWorkerClass(
+"""
+
+
+def test_tracebacks_cut_before_their_error_never_share_an_incident_by_frames(client):
+    """Two tracebacks cut before their exception line show where each process was, not
+    what failed: the same first frames (a process's entry point) are no identity, so the
+    two are never routed to one incident."""
+    first = upload(client, SCHEDULER_CUT.format(before="Load weight begin. avail mem=70.12 GB")).json()
+    assert first["analysis"]["fingerprint"]["weak"] is True
+    second = upload(client, SCHEDULER_CUT.format(before="Init torch distributed begin.")).json()
+    assert second["match"]["status"] != "known" and second["created"]
+    assert first["incident"]["id"] != second["incident"]["id"]
+
+
 PLACEMENT_GROUP = """\
 INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.1
 ERROR 05-01 12:00:04 [engine.py:9] ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.
