@@ -528,6 +528,9 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
                 out.text, out.layers = text.strip()[1:-1], out.layers + ("quoted-line",)
             elif text[:2] == "..":
                 _glued_dots(out)
+            elif text[:2] == "**" and _BOLD_LINE.match(text):
+                # a line a reporter set in bold to point at it: **RuntimeError: Broken pipe**
+                out.text = text[2:text.rstrip().rindex("**")]
             return out
         name, match = atom_match
         groups = match.groupdict()
@@ -554,6 +557,8 @@ def _glued_dots(out: Peeled) -> None:
 # A line a reporter pasted in double quotes, whole ("CUDA error 209 at ...: no kernel
 # image ..."): a sentence inside, no quote of its own
 _QUOTED_LINE = re.compile(r'^"[^"]*\s[^"]{8,}"\s*$')
+# ... and one set in bold, whole
+_BOLD_LINE = re.compile(r"\*\*(?!\s)(?:(?!\*\*).)+(?<!\s)\*\*\s*$")
 
 
 def _json_object(text: str) -> dict | None:

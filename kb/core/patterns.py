@@ -928,9 +928,11 @@ SYMPTOMS: tuple[Rule, ...] = (
     Rule("vllm-core-proc-failed", _r(r"Failed core proc\(s\)|Engine process failed to start"),
          "Engine process failed to start. See stack trace for the root cause.", "launcher summary",
          anchors=('Failed core proc', 'Engine process failed to start')),
-    Rule("vllm-workerproc-hit", _r(r"^WorkerProc hit an exception|^Exception in worker \w+ while processing method"),
-         "WorkerProc hit an exception.", "header logged before the worker's traceback",
-         anchors=('WorkerProc hit an exception', 'Exception in worker')),
+    Rule("vllm-workerproc-hit", _r(r"^WorkerProc hit an exception|^Exception in worker \w+ while processing method"
+                                   r"|^Error executing method '?\w+'?\. This might cause deadlock"),
+         "WorkerProc hit an exception.", "header logged before the worker's traceback (V0's worker: 'Error "
+         "executing method 'load_model'. This might cause deadlock in distributed execution.')",
+         anchors=('WorkerProc hit an exception', 'Exception in worker', 'Error executing method')),
     Rule("ray-raylet-died", _r(r"LocalRayletDiedError|local raylet died"),
          "ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.",
          "Ray's node manager died: its own log (raylet.out, a Check failed) says why",

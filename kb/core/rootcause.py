@@ -617,6 +617,22 @@ def _better_representative(new: Found, old: Found) -> bool:
     return len(new.event.frames) > len(old.event.frames) and not new.event.truncated
 
 
+# What a warning that reports a failure says: something failed, is missing, does not fit
+# or is refused ("CUDA initialization: The NVIDIA driver on your system is too old").
+_FAILURE_TERMS = re.compile(
+    r"\b(?:errors?|fail(?:ed|s|ure)?|unable|cannot|can't|could not|couldn't|not (?:found|supported|available|"
+    r"compatible|enough|initiali[sz]ed)|unsupported|incompatible|too (?:old|new|large|small|long|many|few)|"
+    r"invalid|mismatch(?:ed)?|missing|exceed(?:s|ed)?|out of memory|timed out|refused|denied|no \w+ (?:found|available))\b",
+    re.I)
+# ... and one that says the failure is harmless ("You may ignore this warning if ...")
+_HARMLESS = re.compile(r"\b(?:may|can) (?:safely )?(?:be )?ignored?\b", re.I)
+
+
+def _warns_of_failure(text: str) -> bool:
+    """Whether a Python warning's text reports a failure that is not declared harmless."""
+    return bool(_FAILURE_TERMS.search(text)) and not _HARMLESS.search(text)
+
+
 def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]:
     event = item.event
     if event.kind == "log_error":
@@ -627,6 +643,10 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
         return "noise", "a deprecation notice"  # (raised, under `python -W error`, it is the error)
     benign = scan.first_rule(P.BENIGN, text) or (item.header and scan.first_rule(P.BENIGN, item.header))
     if benign:
+        if benign.name == "warnings" and not item.in_traceback and not _warns_of_failure(text):
+            # advice ("TORCH_CUDA_ARCH_LIST is not set, all archs ... are included") or a
+            # failure it calls harmless: not the error even when the log shows no other
+            return "noise", "a Python warning that states no failure"
         return "benign", f"{benign.name}: {benign.why}"
     if item.level == "WARNING" and (item.in_traceback or (event.kind == "python" and not item.mention)):
         # the traceback, or its last line read alone (the pre-filter passes the lines

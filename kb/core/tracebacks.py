@@ -322,7 +322,8 @@ class Extractor:
             if last.code is None:
                 frames[-1] = Frame(last.file, last.function, last.line, stripped[:300])
             return True
-        if exc and (exc["msg"] is not None or _looks_like_exception(exc["exc"], in_traceback=True)):
+        first_frame = not frames and body.startswith((" ", "\t"))  # where Python prints a frame: cut ("  Fi")
+        if exc and not first_frame and (exc["msg"] is not None or _looks_like_exception(exc["exc"], in_traceback=True)):
             self._close(line, stream, exc["exc"], exc["msg"] or "")
             return True
         # Something else interrupted the traceback (another record, a line cut short
