@@ -104,7 +104,7 @@ class Analyzer:
         if root is None and last_words:  # a log that ends warning of a failure, with no error
             found = [*found, *last_words]
             root, symptoms = choose(found, benign=False)
-        elif root is not None and root.role == "symptom" and (before := _warned_before(warned, root)):
+        elif root is not None and root.role == "symptom" and (before := _warned_before(warned, root, found)):
             # only wrappers, one pointing at an error it does not state ("See inner exception"):
             # a failure warned about just before it, in its stream, is that error
             found = [*found, *before]
@@ -415,10 +415,15 @@ def _last_words(warned: list[Found], last_line: tuple[int, bytes] | None) -> lis
     return [f for f in warned if (f.event.line_number or 0) >= start]
 
 
-def _warned_before(warned: list[Found], wrapper: ErrorEvent) -> list[Found]:
+def _warned_before(warned: list[Found], wrapper: ErrorEvent, found: list[Found]) -> list[Found]:
+    """Failures warned about in the wrapper's stream (its capture label and process, not
+    the process label its text may name) in the lines just before it, or before its
+    traceback (a terminal that wraps long lines makes a traceback longer, not farther)."""
     line = wrapper.line_number or 0
-    return [f for f in warned if line - WARNED_RUN <= (f.event.line_number or 0) < line
-            and f.event.process == wrapper.process]
+    itself = [f for f in found if f.event.line_number == line]
+    streams = {f.key for f in itself}
+    start = min((f.first_line for f in itself if f.first_line), default=line)
+    return [f for f in warned if start - WARNED_RUN <= (f.event.line_number or 0) < line and f.key in streams]
 
 
 def analyze(data: bytes) -> Analysis:

@@ -70,6 +70,7 @@ class Found:
     # Traceback ..."): the traceback's error is the one it reports
     introduces: bool = False
     end_line: int = 0  # the line its message's last continuation line began on (0: none)
+    first_line: int = 0  # where its traceback began (0: not a traceback, or its header cut)
     # asyncio's report of a task nobody awaited ("future: <Task finished ... exception=X('m')>"):
     # it names the exception the task's traceback, printed next, ends with
     task_result: bool = False
@@ -340,7 +341,8 @@ class Extractor:
                            line_number=line.number, kind="python")
         found = Found(event, line.level or (stream.tb_line.level if stream.tb_line else None),
                       line.timestamp or (stream.tb_line.timestamp if stream.tb_line else None),
-                      line.record, header=stream.tb_header, in_traceback=True)
+                      line.record, header=stream.tb_header, in_traceback=True,
+                      first_line=stream.tb_line.number if stream.tb_line else 0)
         self._chain(stream, found)
         stream.frames = None
         stream.tb_line = None
