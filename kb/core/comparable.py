@@ -59,6 +59,9 @@ _NCCL_LAST_ERROR = re.compile(r"^.*?\bLast error: (?=\S)", re.S)
 # cudaGetDeviceCount(). Did you run ...? Error 804: forward compatibility was attempted on
 # non supported HW"): the error is what every other report of it says, "CUDA error: ...".
 _CUDA_INIT_ERROR = re.compile(r"^Unexpected error from cudaGetDeviceCount\(\)\..*?\bError <n>: (?=\S)", re.S)
+# ggml's older "CUDA error 222 at <file>:<line>: <text>": its code restates the text, the
+# site is where the check was (later releases print "CUDA error: <text>", the site below)
+_CUDA_ERROR_AT = re.compile(r"^(CUDA|HIP) error <n> at \S+:<n>: (?=\S)")
 
 
 # The dynamic loader's "version `GLIBCXX_3.4.30' not found (required by <path>/x.so)": the
@@ -77,9 +80,10 @@ def comparable(template: str) -> str:
     which library needed a missing symbol version), with a sentence repeated for each process or rank kept once, without a clause
     that only says the error stopped something or the script whose flags were refused,
     with each flag spelled one way, of NCCL's result and last error the last error, and of
-    torch's CUDA initialization failure the CUDA error."""
+    torch's CUDA initialization failure and ggml's coded CUDA error the CUDA error."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", _NCCL_LAST_ERROR.sub("", template))))
-    view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", _CUDA_INIT_ERROR.sub("CUDA error: ", view)))
+    view = _CUDA_ERROR_AT.sub(r"\1 error: ", _CUDA_INIT_ERROR.sub("CUDA error: ", view))
+    view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", view))
     view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", _REQUIRED_BY.sub("", view))))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template
 

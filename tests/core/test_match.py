@@ -242,6 +242,18 @@ def test_torchs_cuda_initialization_failure_is_the_cuda_error_it_quotes():
     assert score(_crash("RuntimeError", init), _crash("RuntimeError", other), WEIGHTS).status != "known"
 
 
+def test_a_cuda_error_printed_with_its_code_and_site_is_the_cuda_error():
+    """ggml's older "CUDA error 222 at <file>:<line>: <text>" and its later "CUDA error:
+    <text>" (the site on the next line) are one CUDA error; another text is another."""
+    old = _crash("CUDA error", "CUDA error 222 at /llama.cpp/ggml-cuda.cu:9132: the provided PTX was compiled "
+                 "with an unsupported toolchain.")
+    new = _crash("CUDA error", "CUDA error: the provided PTX was compiled with an unsupported toolchain.")
+    assert score(old, new, WEIGHTS).status == "known"
+    other = _crash("CUDA error", "CUDA error 209 at /llama.cpp/ggml-cuda.cu:9132: no kernel image is available "
+                   "for execution on the device")
+    assert score(other, new, WEIGHTS).status != "known"
+
+
 def test_a_message_cut_inside_a_word_is_the_whole_one_cut():
     """An excerpt that ends inside a word was cut by a viewer, however short it is; a
     whole message that another one extends with its detail is not cut."""

@@ -218,3 +218,14 @@ def test_0014_keys_nccls_result_by_its_last_error(empty_db_url):
     key = _key_after(empty_db_url, "0014", "ncclUnhandledCudaError", "call cuda function", quoted)
     assert key == "cuda failure invalid"
     assert key == message_key("Cuda failure <n> 'invalid argument'")
+
+
+def test_0015_keys_a_coded_cuda_error_by_its_text(empty_db_url):
+    """A fingerprint stored under 0014's key (ggml's "CUDA error <n> at <file>:<n>: ...")
+    gets the key of the CUDA error's text, which the later format looks up."""
+    from kb.core.recall import message_key
+
+    coded = "CUDA error <n> at <path>/ggml-cuda.cu:<n>: the provided PTX was compiled with an unsupported toolchain."
+    key = _key_after(empty_db_url, "0015", "CUDA error", "cuda error path", coded)
+    assert key == "provided ptx was"
+    assert key == message_key("CUDA error: the provided PTX was compiled with an unsupported toolchain.")
