@@ -588,6 +588,11 @@ class Extractor:
         if line.level in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped):
             self._evidence(line, stripped)  # a launcher reacting to a failure it does not state
             return
+        if stripped[:1] == "[" and _BUILD_STEP.match(stripped):
+            # a build tool's step echoed in an error's text (ninja's "[1/4] nvcc ..."): what
+            # was run, not what went wrong (the compiler's own diagnostic says that)
+            self._evidence(line, stripped)
+            return
         if line.level in ("ERROR", "CRITICAL") and len(stripped) > 3 and _says_something(stripped) or (
                 line.level not in ("INFO", "DEBUG", "WARNING") and scan.first_rule(P.SYMPTOMS, stripped)):
             # "[Errno 98] ..." is how an OSError prints itself: a logger that logged only
@@ -910,6 +915,8 @@ def _says_something(text: str) -> bool:
 
 
 _TAGS = re.compile(r"\[[^\[\]]*\]")
+# ninja's step counter, then the compiler or linker it runs
+_BUILD_STEP = re.compile(r"\[\d+/\d+\] (?:\S*/)?(?:nvcc|hipcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|ar|cmake)(?:\s|$)")
 
 
 # IPython's frame listing: "Cell In[7], line 4", numbered source lines, "----> 4 x = f()"
