@@ -59,6 +59,9 @@ _NCCL_LAST_ERROR = re.compile(r"^.*?\bLast error: (?=\S)", re.S)
 # cudaGetDeviceCount(). Did you run ...? Error 804: forward compatibility was attempted on
 # non supported HW"): the error is what every other report of it says, "CUDA error: ...".
 _CUDA_INIT_ERROR = re.compile(r"^Unexpected error from cudaGetDeviceCount\(\)\..*?\bError <n>: (?=\S)", re.S)
+# torch's out-of-memory text: what ran out and how much was asked for, then the
+# allocator's report of this run's memory (its wording changes between releases)
+_TORCH_OOM_REPORT = re.compile(r"^((?:CUDA|HIP|XPU) out of memory\. Tried to allocate <size>)[.\s(].*$", re.S)
 # ggml's older "CUDA error 222 at <file>:<line>: <text>": its code restates the text, the
 # site is where the check was (later releases print "CUDA error: <text>", the site below)
 _CUDA_ERROR_AT = re.compile(r"^(CUDA|HIP) error <n> at \S+:<n>: (?=\S)")
@@ -83,6 +86,7 @@ def comparable(template: str) -> str:
     torch's CUDA initialization failure and ggml's coded CUDA error the CUDA error."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", _NCCL_LAST_ERROR.sub("", template))))
     view = _CUDA_ERROR_AT.sub(r"\1 error: ", _CUDA_INIT_ERROR.sub("CUDA error: ", view))
+    view = _TORCH_OOM_REPORT.sub(r"\1.", view)
     view = _FLAG.sub(_flag_spelling, _SCRIPT_PROG.sub("", view))
     view = _VALUE_ASIDE.sub(" (...)", _RECORD_FIELDS.sub(r"\1(...)", _NO_DETAIL.sub("", _REQUIRED_BY.sub("", view))))
     return _REPEATED_SENTENCE.sub(r"\1", view).strip() or template

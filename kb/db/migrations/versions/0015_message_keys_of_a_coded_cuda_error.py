@@ -1,6 +1,7 @@
 """incident_fingerprints.message_key: recomputed for the identifying part of 2026-12-07
 (later): ggml's coded CUDA error ("CUDA error 222 at <file>:<line>: <text>") is the CUDA
-error it states ("CUDA error: <text>")
+error it states ("CUDA error: <text>"); torch's OOM text ends where its report of the
+run's memory begins
 
 Revision ID: 0015
 Revises: 0014
