@@ -83,7 +83,8 @@ def comparable(template: str) -> str:
     which library needed a missing symbol version), with a sentence repeated for each process or rank kept once, without a clause
     that only says the error stopped something or the script whose flags were refused,
     with each flag spelled one way, of NCCL's result and last error the last error, and of
-    torch's CUDA initialization failure and ggml's coded CUDA error the CUDA error."""
+    torch's CUDA initialization failure and ggml's coded CUDA error the CUDA error, and of
+    torch's out-of-memory text what ran out, without its report of the run's memory."""
     view = _LOCATOR_TAG.sub("", _WRAPPING_CLAUSE.sub("", _LOCATOR_TAG.sub("", _NCCL_LAST_ERROR.sub("", template))))
     view = _CUDA_ERROR_AT.sub(r"\1 error: ", _CUDA_INIT_ERROR.sub("CUDA error: ", view))
     view = _TORCH_OOM_REPORT.sub(r"\1.", view)
