@@ -109,6 +109,13 @@ class Analyzer:
             # a failure warned about just before it, in its stream, is that error
             found = [*found, *before]
             root, symptoms = choose(found, benign=False)
+        elif (root is not None and root.truncated and not root.exception and not root.message
+              and (before := _warned_before(warned, root, found, any_stream=True))):
+            # a traceback cut before it states anything: a failure warned about just before
+            # it began (c10d's "waitForInput: socket ... timed out" on the ranks, then the
+            # scheduler's traceback) says more than where that process was
+            found = [*found, *before]
+            root, symptoms = choose(found, benign=False)
         statement = self._extractor.statement
         if root is None and statement is not None and self._extractor.statements == 1:
             # a log without any error but one line that states a failure in words (a paste
@@ -415,15 +422,18 @@ def _last_words(warned: list[Found], last_line: tuple[int, bytes] | None) -> lis
     return [f for f in warned if (f.event.line_number or 0) >= start]
 
 
-def _warned_before(warned: list[Found], wrapper: ErrorEvent, found: list[Found]) -> list[Found]:
+def _warned_before(warned: list[Found], wrapper: ErrorEvent, found: list[Found],
+                   any_stream: bool = False) -> list[Found]:
     """Failures warned about in the wrapper's stream (its capture label and process, not
-    the process label its text may name) in the lines just before it, or before its
-    traceback (a terminal that wraps long lines makes a traceback longer, not farther)."""
+    the process label its text may name; any stream with `any_stream`) in the lines just
+    before it, or before its traceback (a terminal that wraps long lines makes a
+    traceback longer, not farther)."""
     line = wrapper.line_number or 0
     itself = [f for f in found if f.event.line_number == line]
     streams = {f.key for f in itself}
     start = min((f.first_line for f in itself if f.first_line), default=line)
-    return [f for f in warned if start - WARNED_RUN <= (f.event.line_number or 0) < line and f.key in streams]
+    return [f for f in warned if start - WARNED_RUN <= (f.event.line_number or 0) < line
+            and (any_stream or f.key in streams)]
 
 
 def analyze(data: bytes) -> Analysis:
