@@ -90,6 +90,9 @@ _ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
                r"|RayActorError|RayTaskError|ActorDiedError|ObjectStoreFullError|RayTrainWorker|ServeReplica|ServeController|\bRAY_|\bray start\b")),
     ("pytorch", _r(r"torchrun|import torch\b|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|accelerate|transformers/trainer|llamafactory")),
 )
+# A path up to the directory packages are installed in: the environment's name is the
+# user's choice ("/root/.python/vllm/lib/python3.10/site-packages/deepspeed/...")
+_INSTALL_DIR = re.compile(r"[^\s\"'(]*?[/\\](?:site|dist)-packages[/\\]")
 _ENGINE_PRIORITY = {"tensorrt-llm": 6, "tgi": 5, "sglang": 4, "vllm": 3, "llama.cpp": 2, "deepspeed": 1, "ray": 0, "pytorch": -1}
 # Engines other engines run on or that run them (kb.core.engines): named only when no
 # serving engine shows (every engine's log mentions torch, vLLM's multi-node logs Ray),
@@ -207,11 +210,13 @@ class ContextCollector:
             # match holds one: tested for each marker in test_patterns).
             by_process = self._process_engines(line.process) if line.process else ()
             in_body = {name for i in found for name in _ENGINES_OF[i]}
+            # where a package is installed (a virtualenv named "vllm") is not what ran
+            marked = _INSTALL_DIR.sub("", body) if in_body and "-packages" in body else body
             # a logger's target names the crate or module that printed (Rust tracing's
             # "text_generation_launcher"): the engine's, like a process name
             target = line.source if line.header else None
             for name, pattern in _ENGINE_MARKERS:
-                if name in by_process or (name in in_body and pattern.search(body)) or (target and pattern.search(target)):
+                if name in by_process or (name in in_body and pattern.search(marked)) or (target and pattern.search(target)):
                     self.engine_hits[name] = self.engine_hits.get(name, 0) + 1
         for index in sorted({index for i in found for index in _FIELDS_OF[i]}):
             name, _, pattern = FIELD_PATTERNS[index]
