@@ -422,15 +422,61 @@ _INLINE_LABEL = re.compile(r" (\d{1,5}): (?=\S)")
 _INLINE_LABELS = 3  # recurrences of one label that show it was a line prefix
 
 
+# A traceback whose line breaks a viewer turned into spaces (a web console's copy): its
+# header, then each frame `File "x", line N, in f` and its code, then the exception line.
+_FLAT_HEADER = "Traceback (most recent call last): "
+_FLAT_FRAME = re.compile(r' (?=File "[^"]+", line \d+, in )')
+_FLAT_FRAME_HEAD = re.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)')
+_FLAT_CHAIN = re.compile(r" (?=During handling of the above exception, another exception occurred: |"
+                         r"The above exception was the direct cause of the following exception: )")
+_TRAILING_CARETS = re.compile(r"\s+[\^~]{3,}$")  # Python 3.11's markers under the code, glued on
+_FLAT_EXCEPTION = re.compile(r" (?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?:: |$))")
+
+
+def _unflattened(text: str) -> list[str]:
+    """The lines of a traceback flattened onto one line (see _FLAT_HEADER)."""
+    before, _, rest = text.partition(_FLAT_HEADER)
+    lines = [before] if before.strip() else []
+    lines.append(_FLAT_HEADER.rstrip())
+    for block in _FLAT_CHAIN.split(rest):
+        for marker in ("During handling of the above exception, another exception occurred:",
+                       "The above exception was the direct cause of the following exception:"):
+            if block.startswith(marker):
+                lines.append(marker)
+                block = block[len(marker):].lstrip()
+                if block.startswith(_FLAT_HEADER):
+                    lines.append(_FLAT_HEADER.rstrip())
+                    block = block[len(_FLAT_HEADER):]
+        for part in _FLAT_FRAME.split(block):
+            head = _FLAT_FRAME_HEAD.match(part)
+            if head is None:
+                lines.append(part)
+                continue
+            lines.append("  " + head.group(0))
+            code = _TRAILING_CARETS.sub("", part[head.end():].strip())
+            exception = list(_FLAT_EXCEPTION.finditer(" " + code))
+            if exception:  # the last frame's code, then the exception it raised
+                cut = exception[-1].start()
+                code, raised = code[:cut].strip(), code[cut:].strip()
+                lines.extend(["    " + code] if code else [])
+                lines.append(raised)
+            elif code:
+                lines.append("    " + code)
+    return lines
+
+
 def unglued(text: str) -> list[str]:
-    """The lines a padded copy glued into `text` (see _GLUED_LINE), or a paste that joined
-    a labeled stream's lines with spaces (see _INLINE_LABEL), else [text]."""
+    """The lines a padded copy glued into `text` (see _GLUED_LINE), a paste that joined
+    a labeled stream's lines with spaces (see _INLINE_LABEL), or a flattened traceback
+    (see _FLAT_HEADER), else [text]."""
     if text.count(": ") >= _INLINE_LABELS:
         labels = _INLINE_LABEL.findall(text)
         if len(labels) >= _INLINE_LABELS:
             label = max(set(labels), key=labels.count)
             if labels.count(label) >= _INLINE_LABELS:
                 return [part for part in text.split(f" {label}: ") if part.strip()]
+    if _FLAT_HEADER in text and _FLAT_FRAME.search(text):
+        return _unflattened(text)
     if _PADDING not in text or IPYTHON_HEADER.match(text):
         return [text]
     return _GLUED_LINE.split(text)
