@@ -328,6 +328,11 @@ _SHELL_JOB = (r"^(?!(?:{zsh})\b)(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +(?:\d+
 # --------------------------------------------------------------------------------------
 # Error lines that are not Python exception lines. role decides what they mean.
 # --------------------------------------------------------------------------------------
+# NTSTATUS codes of the native exceptions a Windows process dies of
+_WINDOWS_EXCEPTIONS = {"0xc0000005": "access violation", "0xc000001d": "illegal instruction",
+                       "0xc0000409": "stack buffer overrun", "0xc00000fd": "stack overflow",
+                       "0xc0000094": "integer divide by zero"}
+
 ERROR_LINES: tuple[Rule, ...] = (
     Rule("pydantic-value-error",
          _r(r"^\s*(?P<label>Value|Assertion) error, (?P<msg>.+?)(?: \[type=\w+_error\b.*)?$"),
@@ -438,10 +443,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image", "has no device code compatible",
                                                                     "compiled without support for the current GPU")),
     Rule("cuda-error-line",
-         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*)$"),
+         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*"
+            r"|(?:(?<=^Failed: )|(?<=: Failed: ))[^\s:']+\.(?:cu|cuh):\d+ '[^']+')$"),
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
-         "a C/C++ library's CUDA check: the CUDA error name or code says what failed",
-         exception="CUDA error", role="root", kind="cuda", anchors=("CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error",
+         "a C/C++ library's CUDA check: the CUDA error name or code says what failed (the CUDACHECK macro's "
+         "\"Failed: <file.cu>:<line> '<error string>'\" names no CUDA, its file does)",
+         exception="CUDA error", role="root", kind="cuda", anchors=("Failed: ", "CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error",
                   "CUDA Error", "CUDA ERROR", "CUDA driver Error", "CUDA runtime Error", "CUDA driver ERROR", "CUDA runtime ERROR")),
     Rule("accelerator-error-line",
          _r(r"(?P<msg>(?<![\w.])(?P<exc>(?:ROCm|HIP|CANN|MUSA|SYCL) error): \S.*)$"),
@@ -770,11 +777,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "*** SIGSEGV received at time=1722289279 on cpu 61 ***",
          "abseil's failure signal handler (Ray, gRPC, TensorFlow): a native crash",
          exception="SIGSEGV", role="root", kind="signal", anchors=("received at time=",)),
-    Rule("windows-access-violation",
-         _r(r"^(?P<msg>Exception 0xc0000005 .*)$"),
-         "Exception 0xc0000005 0x0 0x0 0x7fffb8f22f58",
-         "Go's runtime on Windows reports an access violation (a native crash in a loaded library)",
-         exception="Windows access violation", role="root", kind="signal", anchors=("Exception 0xc0000005",)),
+    *(Rule(f"windows-{name.replace(' ', '-')}",
+           _r(rf"^(?P<msg>Exception {code} .*)$"),
+           f"Exception {code} 0x0 0x0 0x7fffb8f22f58",
+           f"Go's runtime on Windows reports a native exception ({name}) in a loaded library (ollama's runner)",
+           exception=f"Windows {name}", role="root", kind="signal", anchors=(f"Exception {code}",))
+      for code, name in _WINDOWS_EXCEPTIONS.items()),
     Rule("linker-error",
          _r(r"(?<!\S)(?P<msg>(?:[\w.+-]*/)*ld(?:\.\w+)?: (?:cannot find -l\S+.*|.*?undefined reference to .+))$"),
          "/usr/bin/ld: cannot find -lcurand: No such file or directory",

@@ -186,7 +186,10 @@ class Extractor:
             # begins with a newline (torch's "RuntimeError:\nThe detected CUDA version ..."):
             # the next line, if it reads as words, not as a record or a list of its own
             sentence = not line.header and line.level is None and stripped[:1].isalpha()
-            if contiguous and stripped and (body[:1] in (" ", "\t") or unindented or sentence):
+            # ... not another exception's line ("Error:" a reporter wrote above the error)
+            named = P.EXCEPTION_LINE.match(stripped)
+            another = named is not None and named["msg"] is not None and _looks_like_exception(named["exc"], False)
+            if contiguous and stripped and not another and (body[:1] in (" ", "\t") or unindented or sentence):
                 self._add(stream, bare)
                 stream.continuation_of, stream.continuation_lines = bare, 0
                 stream.continuation_layers = line.layers
