@@ -427,8 +427,9 @@ _INLINE_LABELS = 3  # recurrences of one label that show it was a line prefix
 _FLAT_HEADER = "Traceback (most recent call last): "
 _FLAT_FRAME = re.compile(r' (?=File "[^"]+", line \d+, in )')
 _FLAT_FRAME_HEAD = re.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)')
-_FLAT_CHAIN = re.compile(r" (?=During handling of the above exception, another exception occurred: |"
-                         r"The above exception was the direct cause of the following exception: )")
+_CHAIN_MARKERS = ("During handling of the above exception, another exception occurred:",
+                  "The above exception was the direct cause of the following exception:")
+_FLAT_CHAIN = re.compile(" (?=" + "|".join(re.escape(marker + " ") for marker in _CHAIN_MARKERS) + ")")
 _TRAILING_CARETS = re.compile(r"\s+[\^~]{3,}$")  # Python 3.11's markers under the code, glued on
 _FLAT_EXCEPTION = re.compile(r" (?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?:: |$))")
 
@@ -439,8 +440,7 @@ def _unflattened(text: str) -> list[str]:
     lines = [before] if before.strip() else []
     lines.append(_FLAT_HEADER.rstrip())
     for block in _FLAT_CHAIN.split(rest):
-        for marker in ("During handling of the above exception, another exception occurred:",
-                       "The above exception was the direct cause of the following exception:"):
+        for marker in _CHAIN_MARKERS:
             if block.startswith(marker):
                 lines.append(marker)
                 block = block[len(marker):].lstrip()

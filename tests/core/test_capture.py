@@ -2,7 +2,7 @@
 
 import pytest
 
-from kb.core.capture import clean, peel
+from kb.core.capture import clean, peel, unglued
 
 
 @pytest.mark.parametrize("level", ["ERROR", " WARN", " INFO", "DEBUG"])
@@ -46,3 +46,17 @@ def test_colour_codes_a_paste_dropped_the_escape_byte_of_are_read_off(pasted, sh
 ])
 def test_text_that_only_looks_like_a_colour_code_is_kept(text):
     assert clean(text) == text
+
+
+def test_a_chained_traceback_flattened_onto_one_line_is_split_into_its_lines():
+    """A viewer that turned a chained traceback's line breaks into spaces: each frame and
+    its code, each exception line and the chain marker come back as their own lines."""
+    flat = ('Traceback (most recent call last): File "/app/load.py", line 3, in fetch cfg = table[name] '
+            'KeyError: \'qwen3\' During handling of the above exception, another exception occurred: '
+            'Traceback (most recent call last): File "/app/serve.py", line 12, in <module> fetch("qwen3") '
+            'ValueError: unknown model qwen3')
+    assert unglued(flat) == [
+        "Traceback (most recent call last):", '  File "/app/load.py", line 3, in fetch', "    cfg = table[name]",
+        "KeyError: 'qwen3'", "During handling of the above exception, another exception occurred:",
+        "Traceback (most recent call last):", '  File "/app/serve.py", line 12, in <module>', '    fetch("qwen3")',
+        "ValueError: unknown model qwen3"]
