@@ -175,12 +175,13 @@ PREFIXES: tuple[Prefix, ...] = (
            "a wrapper that relays a child's output line by line names the stream it came from "
            "(Jan's and other desktop apps' model servers)",
            starts="s"),
-    Prefix("level-word", _r(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"
-                            r"(?:(?P<src>[a-z_]\w*(?:::\w+)+): )?"),
+    Prefix("level-word", _r(r"^(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::\s+|\s+(?=\S))"
+                            r"(?:(?P<src>[a-z_]\w*(?:::\w+)+): )?|(?P<level2>error|fatal|warning):\s+(?=\S))"),
            "ERROR dynamo_runtime::worker: Application shutdown with error: Failed to connect to etcd server",
            "loggers that print only the level before the message (after a capture timestamp, uvicorn); Rust's "
-           "tracing puts its target, a module path, between them",
-           header=True, starts="DIWECF"),
+           "tracing puts its target, a module path, between them; command-line tools (uv, cargo, git, pip) "
+           "state theirs in lower case with a colon (`error: unexpected argument '--x' found`)",
+           header=True, starts="DIWECFefw"),
     Prefix("pipe-fields-redirect", _r(_PIPE_TIME + r"(?:" + _PIPE_LEVELS + r")\s*\|\s*(?P<src>stderr|stdout)\s*\|\s"),
            "2023-04-01 09:04:18 | ERROR | stderr | Loading checkpoint shards: 100%|##########| 2/2 [00:15<00:00,  7.61s/it]",
            "a logger that re-logs a redirected stream (FastChat's stderr, all at ERROR): that level is the "
@@ -304,9 +305,11 @@ EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?
 # The name ends like an exception class (a module path or a C++ namespace before it), or
 # is a class of an `errors` / `exceptions` module (triton.runtime.errors.OutOfResources);
 # C libraries' bindings name them lower camel case first (ncclXxxError, nixlBackendError).
+# The class may be printed as itself, `<class 'RuntimeError'>: msg` (a handler that prints
+# type(e) and then e, as TGI's server does).
 EXCEPTION_MENTION = _r(
-    r"(?<![\w.])(?<!::)(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*\$)?(?:[A-Z]\w*|[a-z]+[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
-    r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)"
+    r"(?<![\w.])(?<!::)(?P<cls><class ')?(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*\$)?(?:[A-Z]\w*|[a-z]+[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
+    r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)(?(cls)'>)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
 TRAILING_SOURCE = _r(r"(?<!\s)\s{3,}[\w.-]+\.py:\d+\s*$")
@@ -389,6 +392,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Open MPI's runtime (PRRTE in Open MPI 5, ORTE before) could not start or wire up the ranks: "
          "mpirun / MPI_Comm_spawn fail after it, and TensorRT-LLM's workers never start",
          exception="MPI error", role="root", kind="cpp", anchors=("RTE ERROR: ", "OPAL ERROR: ", "PMIX ERROR: ")),
+    Rule("mpi-errors-are-fatal",
+         _r(r"^(?:\[[\w.-]+:\d+\] )?\*\*\* (?P<msg>An error occurred in MPI_\w+.*)$"),
+         "[node-1:4242] *** An error occurred in MPI_Init_thread",
+         "an MPI call failed under MPI_ERRORS_ARE_FATAL (Open MPI's and MPICH's banner): the call names "
+         "the step, the banner's MPI_ERR_ line what went wrong; the job aborts after it",
+         exception="MPI error", role="root", kind="cpp", anchors=("*** An error occurred in MPI_",)),
     Rule("ptxas-fatal",
          _r(r"^(?P<msg>ptxas\s+(?:fatal|error)\s*: .+)$"),
          "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
@@ -821,6 +830,13 @@ KNOWN_MESSAGES: tuple[Rule, ...] = (
          "asks for (a GPU Ray does not see, a node resource of another address); the job waits forever",
          exception="Ray infeasible resource request", role="root", kind="log_error",
          anchors=("No available node types can fulfill",)),
+    Rule("python-called-process-error",
+         _r(r"(?:^|(?<=\. )|(?<=: ))(?P<msg>Command '.{1,4000}' (?:returned non-zero exit status -?\d+|died with <Signals\.SIG[A-Z]+: \d+>)\.?)$"),
+         "Ignore import error when loading sglang.srt.models.qwen2. Command '['/usr/bin/gcc', '/tmp/x/main.c', '-lcuda']' returned non-zero exit status 1.",
+         "str() of subprocess.CalledProcessError, which a caller often logs in its own words: a command "
+         "it ran failed (a JIT build's compiler, a launcher's child); the command names what",
+         exception="subprocess.CalledProcessError", role="root", kind="python",
+         anchors=("returned non-zero exit status", "died with <Signals.")),
     Rule("vllm-no-cache-blocks",
          _r(r"^(?P<msg>No available memory for the cache blocks\..*)$"),
          "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
@@ -929,6 +945,11 @@ SYMPTOMS: tuple[Rule, ...] = (
          "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
          "the API server's view of a dead engine core",
          anchors=('EngineDeadError', 'EngineCore encountered', 'Engine loop has died', 'MQLLMEngine', 'engine died')),
+    Rule("vllm-dump-input", _r(r"Dumping (?:input data for V1 LLM engine|scheduler output for model execution|scheduler stats)\b"),
+         "Dumping input data for V1 LLM engine (v0.12.0) with config: model='Qwen/Qwen3-8B', ...",
+         "vLLM V1's engine core dumps the batch it was running when a step raised (dump_input.py): "
+         "the error is the step's traceback, not this record",
+         anchors=("Dumping input data", "Dumping scheduler")),
     Rule("vllm-worker-failed-with", _r(r"Worker failed with error|check the stack trace above for the root cause"),
          "RuntimeError: Worker failed with error 'CUDA out of memory', please check the stack trace above for the root cause",
          "vLLM V1's executor re-raises a worker's error under this wrapper",

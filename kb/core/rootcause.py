@@ -338,8 +338,8 @@ def _quoted_cause(wrapper: Group) -> ErrorEvent | None:
 
     event = wrapper.first.event
     found = quoted_error(event.message)
-    if found is None:
-        return None
+    if found is None or scan.first_rule(P.SYMPTOMS, f"{found.exception}: {found.message}"):
+        return None  # (a quote that only reports another failure, a build's compiler run: no cause)
     found.process, found.line_number, found.ranks = event.process, event.line_number, list(wrapper.ranks)
     found.role, found.confidence = "root", 0.5
     found.reason = f"quoted by the wrapper {event.exception or 'line'}: {_first_line(event.message)}"

@@ -86,7 +86,7 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
 
 
 _LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "C": "CRITICAL", "WARN": "WARNING",
-           "FATAL": "CRITICAL", "error": "ERROR", "Error": "ERROR", "fatal error": "CRITICAL", "Fatal error": "CRITICAL",
+           "FATAL": "CRITICAL", "error": "ERROR", "Error": "ERROR", "fatal error": "CRITICAL", "fatal": "CRITICAL", "Fatal error": "CRITICAL",
            "warning": "WARNING", "Warning": "WARNING", "info": "INFO", "debug": "DEBUG", "trace": "DEBUG",
            "critical": "CRITICAL", "SUCCESS": "INFO",
            "TRC": "DEBUG", "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "CRITICAL", "PNC": "CRITICAL"}
