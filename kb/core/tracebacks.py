@@ -1164,11 +1164,11 @@ def quoted_error(text: str) -> ErrorEvent | None:
             match = rule.pattern.search(inner)
             if match and rule.role in ("root", "confirmation"):
                 return ErrorEvent(exception=_rule_exception(rule, match.groupdict()),
-                                  message=match["msg"].strip().rstrip("'\""), kind=rule.kind or "log_error")
+                                  message=_unquoted(match["msg"], end is not None), kind=rule.kind or "log_error")
         mention = P.EXCEPTION_MENTION.search(inner)
         if mention is not None:
             message = _mention_text(mention)
-            return ErrorEvent(exception=mention["exc"], message=message.strip().rstrip("'\""), kind="python",
+            return ErrorEvent(exception=mention["exc"], message=_unquoted(message, end is not None), kind="python",
                               frames=compiled_kernel(inner))
         if untyped is None and opened in ("'", '"') and quote.group(0).lower().startswith("with error") \
                 and len(inner.split()) >= _QUOTED_WORDS:
@@ -1179,6 +1179,13 @@ def quoted_error(text: str) -> ErrorEvent | None:
     if untyped is not None:
         return ErrorEvent(exception=LOGGED_ERROR, message=untyped, kind="log_error")
     return None
+
+
+def _unquoted(text: str, whole: bool) -> str:
+    """A quoted error's text: one cut out at its closing quote keeps the quote marks of its
+    own ('X' object has no attribute 'y'); one that runs to the text's end loses the marks
+    that close the quote."""
+    return text.strip() if whole else text.strip().rstrip("'\"")
 
 
 _QUOTED_WORDS = 3  # a quoted text this long states an error ('None' or 'CUDA' does not)
@@ -1194,10 +1201,17 @@ def _quote_end(inner: str, quote: str) -> int | None:
     first = None
     for close in re.finditer(re.escape(quote) + r"(?=[,.;)]|\s|$)", inner):
         part = inner[inner.rfind("\n", 0, close.start()) + 1:close.start()]
-        if part.count("(") <= part.count(")") and part.count("[") <= part.count("]"):
+        if (part.count("(") <= part.count(")") and part.count("[") <= part.count("]")
+                and len(_INNER_QUOTE[quote].findall(part)) % 2 == 0):
+            # (an odd quote mark before it, not an apostrophe: it closes a quote of the
+            # text's own, str(e) of "'X' object has no attribute 'y'" or "No module named 'z'")
             return close.start()
         first = close.start() if first is None else first
     return first
+
+
+# a quote mark that opens or closes a quote (an apostrophe stands between two letters)
+_INNER_QUOTE = {mark: re.compile(rf"(?<!\w){mark}|{mark}(?!\w)") for mark in ("'", '"')}
 
 
 _QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)
