@@ -522,15 +522,21 @@ def clean_parts(raw: str) -> tuple[str, str]:
     raw, dropped = _shown(raw)
     if "[" in raw and any(escaped in raw for escaped in ESCAPED_ESC):
         raw = _ESCAPED_ANSI.sub("", raw)
-    if raw[:1] == "`" and "`" not in raw.lstrip("`").rstrip().rstrip("`"):
-        # a line pasted as markdown code: `RuntimeError: ...` (not one that only opens with
-        # an inline code span: "`fa2F@v2.5.7-pt` is not supported because:")
-        raw = raw.lstrip("`")
+    raw = _unticked(raw)
     if "/" in raw and "<" in raw and _GLUE_HINT.search(raw):
         glued = _GLUED_PROGRESS.match(raw)
         if glued is not None:
             dropped, raw = raw[:glued.end()], raw[glued.end():]
     return raw, dropped
+
+
+def _unticked(text: str) -> str:
+    """A line pasted as markdown code (`RuntimeError: ...`, a fence of its own) without
+    its backticks; not one that only opens with an inline code span ("`fa2F@v2.5.7-pt`
+    is not supported because:")."""
+    if text[:1] == "`" and "`" not in text.lstrip("`").rstrip().rstrip("`"):
+        return text.lstrip("`")
+    return text
 
 
 # A bracketed name a wrapper puts before each record of the engine it runs (a pipeline's
@@ -577,6 +583,8 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
             elif text[:2] == "**" and _BOLD_LINE.match(text):
                 # a line a reporter set in bold to point at it: **RuntimeError: Broken pipe**
                 out.text = text[2:text.rstrip().rindex("**")]
+            elif text[:1] == "`" and out.layers:
+                out.text = _unticked(text)  # behind a capture's prefix as without it
             return out
         name, match = atom_match
         groups = match.groupdict()
