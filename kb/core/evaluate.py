@@ -56,8 +56,11 @@ def _fold(text: str) -> str:
 # same text a person reads, so they are compared without them.
 _LOG_TAG = re.compile(r"^(?:\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?|\[[a-z0-9_]+\] )+")  # [TensorRT-LLM][ERROR], [c10d]
 LOG_TAG_EXCEPTIONS = {"[TensorRT-LLM][ERROR]", "[TRT] [E]"}
+# ... and inside it, where a wrapper quotes a tagged line ("forwardAsync function: [TensorRT-LLM][ERROR] CUDA ...")
+_INNER_LOG_TAG = re.compile(r"\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?")
 
 
+_DIRECTORIES = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+")
 _ELISION = re.compile(r"\s*(?:\.\.\.|…)")
 
 
@@ -65,7 +68,7 @@ _ELISION = re.compile(r"\s*(?:\.\.\.|…)")
 # before GGML_ASSERT, TensorRT's "[optimizer.cpp::computeCosts::2011] " before its error,
 # NCCL's "misc/shmutils.cc:114 NCCL WARN " before its warning, c10's "[E socket.cpp:860] ".
 _LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
-                       r"|(?:[\w./-]+\.\w+:\d+ )?NCCL WARN |\[[IWEF]\S* [\w./-]+\.\w+:\d+\] "
+                       r"|(?:[\w./-]+\.\w+:\d+ )?NCCL WARN |\[[IWEF]\S* [\w./-]+\.\w+:\d+\] |[\w./-]+\.\w+:\d+\] "
                        r"|thread '[^']*' panicked at (?:[\w./-]+:\d+:\d+:\s*|'))")  # a Rust panic's where
 
 
@@ -87,6 +90,9 @@ _TYPE_HEAD = re.compile(r"[A-Za-z_]\w*(?:Error|Exception|Warning)\s*:\s*$")
 def message_matches(got: str, expected: str) -> bool:
     a, b = _LOG_TAG.sub("", _fold(got)), _LOG_TAG.sub("", _labeled_message(expected))
     a, b = _LOG_TAG.sub("", _LOCATION.sub("", a)), _LOG_TAG.sub("", _LOCATION.sub("", b))
+    a, b = _INNER_LOG_TAG.sub("", a), _INNER_LOG_TAG.sub("", b)
+    if a != b:  # a label that shortened a path to its file's name
+        a, b = _DIRECTORIES.sub("", a), _DIRECTORIES.sub("", b)
     if a == b:
         return True
     if min(len(a), len(b)) >= 20 and (a.startswith(b) or b.startswith(a) or a.endswith(b)):
@@ -164,8 +170,10 @@ def _root_matches(root, expected: dict[str, Any]) -> tuple[bool, bool]:
     if _descriptive(want):  # "NCCL timeout", "linker error": free text, words not spelling
         said = expected.get("message") or ""
         # the error's own line may repeat its kind ("CUDA error: out of memory"), the label not
+        # ... or the label's message may keep the analyzer's kind ("HSA_STATUS_ERROR_X: text")
         message_ok = message_matches(root.message, said) or (
-            root.message.startswith(f"{root.exception}: ") and message_matches(root.message[len(root.exception) + 2:], said))
+            root.message.startswith(f"{root.exception}: ") and message_matches(root.message[len(root.exception) + 2:], said)
+        ) or bool(root.exception) and message_matches(f"{root.exception}: {root.message}", said)
         # a non-Python error is identified by its message (shared/corpus/README.md): two
         # descriptive kinds for one line ("CUDA out of memory", "CUDA error") both hold
         return (_kinds_agree(root.exception, want, root.kind) or (root.kind != "python" and message_ok)

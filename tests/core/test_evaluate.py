@@ -121,3 +121,32 @@ def test_a_line_head_kept_by_either_side_matches_as_a_suffix_either_way():
     assert message_matches(tail, "/app/tools.sh: line 40: 7 " + tail)
     assert message_matches("/app/tools.sh: line 40: 7 " + tail, tail)
     assert not message_matches("no kernel image", "CUDA error 209 at ggml-cuda.cu:6701: no kernel image")  # too short
+
+
+def test_a_log_tag_or_a_directory_the_label_dropped_inside_the_message_is_not_a_difference():
+    got = ("Encountered an error in forwardAsync function: [TensorRT-LLM][ERROR] CUDA runtime error in "
+           "::cudaMallocAsync(ptr, n): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:125)")
+    assert message_matches(got, "Encountered an error in forwardAsync function: CUDA runtime error in "
+                                "::cudaMallocAsync(ptr, n): out of memory (tllmBuffers.h:125)")
+    assert not message_matches(got, "Encountered an error in forwardAsync function: Assertion failed: "
+                                    "mpiSize == tp * pp (worldConfig.cpp:99)")
+
+
+def test_a_glog_locator_the_label_kept_is_optional():
+    got = "Session::writeBody failed. Error: Bad address (value: 14), total_transferred_bytes_: 0"
+    assert message_matches(got, "tcp_transport.cpp:136] Session::writeBody failed. Error: Bad address (value: 14)")
+    assert not message_matches(got, "tcp_transport.cpp:136] Session::readBody failed. Error: Connection reset by peer")
+
+
+def test_a_label_whose_message_keeps_the_answers_kind_matches_it():
+    from types import SimpleNamespace
+
+    from kb.core.evaluate import _root_matches
+
+    root = SimpleNamespace(exception="HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION", kind="native", truncated=False,
+                           message="The agent attempted to access memory beyond the largest legal address.")
+    # (the label adds the kernel it ran after the text: the line's head, kind and all, decides)
+    label = {"exception": "HSA error", "message": f"{root.exception}: {root.message} (kernel fmoe_bf16_g1u1)"}
+    assert _root_matches(root, label)[1] is True
+    other = {"exception": "HSA error", "message": "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate"}
+    assert _root_matches(root, other)[1] is False
