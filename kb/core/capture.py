@@ -414,6 +414,21 @@ def rejoin(lines, width: int):
 _GLUED_LINE = re.compile(r"(?<=\S) {14,}(?=  File \")|(?<=\S) {16,}(?=Traceback \(most recent call last\)|"
                          r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): )")
 _PADDING = " " * 14
+# ... or before a logger's record: its header says a line began there
+_PADDING_RUN = re.compile(r"(?<=\S) {16,}(?=\S)")
+
+
+def _glued_lines(text: str) -> list[str]:
+    """The lines of a padded copy (see _GLUED_LINE): cut at each long run of spaces before
+    what starts a line of a crash or a logger's record."""
+    cuts = [run for run in _PADDING_RUN.finditer(text) if starts_record(text[run.end():], specific=True)]
+    if not cuts:
+        return _GLUED_LINE.split(text)
+    lines, start = [], 0
+    for run in cuts:
+        lines += _GLUED_LINE.split(text[start:run.start()])
+        start = run.end()
+    return lines + _GLUED_LINE.split(text[start:])
 
 
 # A label-prefixed stream (`srun --label`'s "10: ") pasted with its line breaks turned
@@ -475,11 +490,17 @@ def unglued(text: str) -> list[str]:
             label = max(set(labels), key=labels.count)
             if labels.count(label) >= _INLINE_LABELS:
                 return [part for part in text.split(f" {label}: ") if part.strip()]
-    if _FLAT_HEADER in text and _FLAT_FRAME.search(text):
+    if _PADDING in text and not IPYTHON_HEADER.match(text):
+        lines = _glued_lines(text)
+        if len(lines) > 1:
+            return [line for part in lines for line in (_unflattened(part) if _flat(part) else [part])]
+    if _flat(text):
         return _unflattened(text)
-    if _PADDING not in text or IPYTHON_HEADER.match(text):
-        return [text]
-    return _GLUED_LINE.split(text)
+    return [text]
+
+
+def _flat(text: str) -> bool:
+    return _FLAT_HEADER in text and _FLAT_FRAME.search(text) is not None
 
 
 def shown(raw: str) -> str:
