@@ -1107,7 +1107,8 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
          "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
          "PyTorch's CUDA error hint: it names the error the line above stated"),
     Rule("tgi-rank-field", _r(r"^\s*rank=\d+\s*$"), " rank=0", "TGI appends the shard's tracing field"),
-    Rule("torch-dynamo-verbose-hint", _r(r"^Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace"),
+    Rule("torch-dynamo-verbose-hint", _r(r"^Set (?:TORCHDYNAMO_VERBOSE=1 for the internal stack trace"
+                                         r"|TORCH_LOGS=\S+ and TORCHDYNAMO_VERBOSE=1 for more information)"),
          "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug to PyTorch).",
          "torch.compile's hint after the error it re-raised: it names how to see more, never the error"),
 )

@@ -106,6 +106,7 @@ class _Stream:
     causes_of: Found | None = None  # an error whose "Caused by:" chain (Rust's anyhow) is being read
     help_block: list[str] | None = None  # the lines of an Open MPI help message open between its rulers
     help_found: int = 0  # how many errors were found when it opened
+    help_line: int = 0  # the number of its first line
     untyped_tail: str | None = None  # an unindented line after its frames: the exception line, its type cut off
     untyped_lines: int = 0  # how many such lines: more than one is other output, not a message
     previous: str = ""  # the stream's last line, stripped
@@ -152,6 +153,11 @@ class Extractor:
         for key, stream in self.streams.items():
             if stream.frames is not None:
                 self._close_truncated(key, stream)
+            if stream.help_block and len(self.found) == stream.help_found \
+                    and _STATES_FAILURE.search(" ".join(stream.help_block)):
+                # an Open MPI help message the excerpt ends inside: what it said of the failure
+                self._help_message(stream, stream.help_block, stream.help_line, None,
+                                   "Open MPI's help message (show_help), cut by the log's end")
         for found in self.found:  # messages are complete only now (continuation lines)
             _unwrap_validation_error(found.event)
             _unwrap_relayed_repr(found.event)
@@ -414,8 +420,12 @@ class Extractor:
                        if found.record and not found.wraps else not line.header)
         # a line another capture layer wraps (a timestamp the exception line lacks): another record
         rewrapped = line.layers != stream.continuation_layers
+        # a message that ends in a colon quotes the error it wraps on its next line
+        # (torch's "backend='inductor' raised:" then "CalledProcessError: ...")
+        quoted = (not stream.continuation_lines and found.event.message.endswith(":")
+                  and P.EXCEPTION_LINE.match(stripped) is not None)
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
-                or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped)):
+                or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped) and not quoted):
             if stream.before_code_line and stream.before_code_line[0] is found and stripped.startswith('File "'):
                 # the indented line was the code line of a frame another process's traceback
                 # printed in between (interleaved stderr): its File line follows, not words
@@ -559,7 +569,10 @@ class Extractor:
             return
         # "ValueError: msg" or a bare "AssertionError" outside a traceback (one-line logs,
         # `[rank0]: torch.OutOfMemoryError: ...`); other lines may match an error rule
-        is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=False) and (
+        # (an excerpt that begins at the raise: the `raise X(` just above names X a class)
+        raised = P.RAISE_CALL.match(stream.before) if exc else None
+        is_exception = bool(exc) and _looks_like_exception(exc["exc"], in_traceback=raised is not None and (
+            raised["exc"].rpartition(".")[2] == exc["exc"].rpartition(".")[2])) and (
             exc["msg"] is not None or stripped.endswith(("Error", "Exception")))
         if is_exception and exc["exc"] == "Error" and self._rule(line, stream, stripped):
             return  # `Error: ...`, how a CLI (Go, Rust) prints its failure: a known format says more
@@ -699,21 +712,29 @@ class Extractor:
                 stream.help_found = _NOT_HELP
             elif line.level in ("WARNING", "INFO", "DEBUG"):
                 stream.help_found = _HELP_NOT_ERROR  # "WARNING: Open MPI accepted a TCP connection ..."
+            elif _PROGRESS.search(stripped):
+                return False  # another writer's progress bar, redrawn in between: not its words
             if len(stream.help_block) < _MAX_HELP_LINES:
                 stream.help_block.append(stripped)
             return False
         if stream.help_block is None or stream.help_found == _NOT_HELP:
             # (after lines that were no help message, this ruler opens one)
-            stream.help_block, stream.help_found = [], len(self.found)
+            stream.help_block, stream.help_found, stream.help_line = [], len(self.found), line.number + 1
             return True
         block, stream.help_block = stream.help_block, None
-        text = " ".join(" ".join(block).split())
-        if text and len(self.found) == stream.help_found and len(block) < _MAX_HELP_LINES:
-            event = ErrorEvent(exception="MPI error", message=text, process=_label(line),
-                               line_number=line.number - 1, kind="native",
-                               reason="Open MPI's help message (show_help) between its rulers")
-            self._add(stream, Found(event, line.level, line.timestamp, line.record))
+        if len(self.found) == stream.help_found and len(block) < _MAX_HELP_LINES:
+            self._help_message(stream, block, line.number - 1, line,
+                               "Open MPI's help message (show_help) between its rulers")
         return True
+
+    def _help_message(self, stream: _Stream, block: list[str], line_number: int, line: LogLine | None,
+                      reason: str) -> None:
+        text = " ".join(" ".join(block).split())
+        if not text:
+            return
+        event = ErrorEvent(exception="MPI error", message=text, line_number=line_number, kind="native",
+                           process=_label(line) if line is not None else _key_label(stream.key), reason=reason)
+        self._add(stream, Found(event, *((line.level, line.timestamp, line.record) if line is not None else ())))
 
     def _task_report(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
         """asyncio's report of a failed task whose exception prints no repr (a remote
@@ -913,11 +934,12 @@ _OBJECT_ERROR_MESSAGE = re.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
 
 def _says_something(text: str) -> bool:
     """A line states something in words, besides its tags: not a record header cut inside
-    its time (`ERROR 12-16 02:10:2`) or after its locator (`[Rank 1]`) where an excerpt ends."""
+    its time (`ERROR 12-16 02:10:2`) or after or inside its locator (`[Rank 1]`, `[cor`) where an
+    excerpt ends."""
     return bool(_WORD_IN.search(_TAGS.sub("", text)))
 
 
-_TAGS = re.compile(r"\[[^\[\]]*\]")
+_TAGS = re.compile(r"\[[^\[\]]*(?:\]|$)")
 # ninja's step counter, then the compiler or linker it runs
 _BUILD_STEP = re.compile(r"\[\d+/\d+\] (?:\S*/)?(?:nvcc|hipcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|ar|cmake)(?:\s|$)")
 
@@ -1008,6 +1030,7 @@ _CAUSE_NUMBER = re.compile(r"^\d+: ")
 _MPI_RULER = "-" * 74  # Open MPI's show_help frame (IPython's is 75 wide)
 _NOT_HELP, _HELP_NOT_ERROR = -2, -1  # what an open help block turned out to be (else: errors found before it)
 _MAX_HELP_LINES = 24  # a help message is short: more between two rulers is other output
+_STATES_FAILURE = re.compile(r"\b(?:fail(?:ed|s|ure)?|unable|errors?|abort(?:ed|ing)?|cannot|could not)\b", re.I)
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _MAX_REGISTER_LINES = 12  # a crash report's banner and register dump before its frames
 # ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
