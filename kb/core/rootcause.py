@@ -400,6 +400,8 @@ def _states_only_code(event: ErrorEvent) -> bool:
     return bool(event.frames) and event.message == (event.frames[-1].code or None)
 
 
+_PEER_GONE = next(rule for rule in P.CASCADES if rule.name == "peer-gone")
+_DEVICE_FAILURE = re.compile(r"out of memory|[Cc]uda failure|CUDA error|illegal memory access")
 _KIND_ONLY = re.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
 _VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
 
@@ -428,6 +430,10 @@ def _score(group: Group) -> float:
         score -= 1  # the kernel's summary of a kill says less than its kill line ("Killed process N")
     if group.tier == "benign":
         score = 1  # only when nothing else was found (a pasted warning, an interrupt)
+    if group.tier == "cascade" and _PEER_GONE.pattern.search(event.message):
+        score -= 10  # a peer that went away says less than a local failure among the cascade
+    elif group.tier == "cascade" and _DEVICE_FAILURE.search(event.message):
+        score += 10  # ... and the device failing under it ("Cuda failure 'out of memory'") most
     if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
         score += 10  # an ERROR line that names a real failure beats one that only reports
     if group.tier == "log_error" and group.first.introduces:
