@@ -531,6 +531,14 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a C library names the function that failed, then why (llama.cpp, ggml, GGUF loaders); "
          "the callers that give up after it print their own 'failed to load' lines below it",
          exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ", ": error ")),
+    Rule("program-failure",
+         _r(r"^(?P<msg>(?!(?:note|hint|tip|warning|info|debug|help|usage)\b)[a-z][a-z0-9]*(?:[.-][a-z0-9]+)*: "
+            r"(?:can't|cannot|unable to|failed to|could not|couldn't) .+)$"),
+         "nslookup: can't resolve 'trainer-master-0': Name does not resolve",
+         "a Unix program's own error, as err(3) and perror print it: its name, then what it could not do "
+         "(nslookup, mkdir, cp, ssh): the step that needed it fails below",
+         exception="native error", role="root", kind="native",
+         anchors=(": can't ", ": cannot ", ": unable to ", ": failed to ", ": could not ", ": couldn't ")),
     Rule("error-doing-statement",
          _r(r"^(?P<msg>error (?:[a-z]+ing) [\w ./-]{1,60}: \S.+)$"),
          "error loading model: unknown (magic, version) combination: 67676a74, 00000003; is this really a GGML file?",
