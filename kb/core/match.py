@@ -33,6 +33,9 @@ ALIAS_THRESHOLD = 96.0  # a fuzzy "known" this sure routes its fingerprint to th
 # weights of the crash itself (sum 1) when both sides have frames / when one has none
 _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
+# CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
+_DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
+                           r"|an illegal instruction was encountered|device-side assert triggered)\b", re.I)
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # a message that is only a value (raise_site_similarity): type and site
@@ -474,6 +477,11 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         elif _builtin_text(query, candidate):
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("CPython's own words, where raised unknown on one side: at most similar")
+        elif _DEVICE_FAULT.search(query.message_template) or _DEVICE_FAULT.search(candidate.message_template):
+            # a kernel's fault reported at the next sync names no kernel: like a signal,
+            # where it surfaced is what tells two such crashes apart
+            core = min(core, KNOWN_THRESHOLD - 1)
+            explanation.append("an asynchronous device fault, where it surfaced unknown on one side: at most similar")
     if _surfaced(query.exception, candidate.exception) and query.frames and candidate.frames and frames < _FRAMES_APART:
         # one text as a native kind and as a Python type, raised from other code (ggml's
         # "CUDA error: no kernel image" and torch's RuntimeError): two engines' crashes

@@ -303,6 +303,17 @@ def test_cpythons_own_words_without_where_they_were_raised_are_not_known():
                  WEIGHTS).status == "known"
 
 
+def test_a_device_fault_without_where_it_surfaced_is_not_known():
+    """'an illegal memory access was encountered' is reported at the next sync, whichever
+    kernel faulted: a bare line and an SGLang graph capture that hit it are two crashes;
+    the same place it surfaced is one."""
+    bare = _crash("CUDA error", "CUDA error: an illegal memory access was encountered", engine=None)
+    capture = _crash("RuntimeError", "CUDA error: an illegal memory access was encountered", engine="sglang",
+                     frames=["sglang/srt/model_executor/cuda_graph_runner.py:__init__"])
+    assert score(bare, capture, WEIGHTS).status != "known"
+    assert score(capture, dataclasses.replace(capture), WEIGHTS).status == "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
