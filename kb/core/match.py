@@ -240,6 +240,9 @@ _SURFACES_AS = (
     # torch raises a CUDA (HIP) runtime error as RuntimeError("CUDA error: ...") (AcceleratorError
     # since 2.8); a C++ thread's c10::Error (the NCCL watchdog's) is printed without a type
     frozenset({"CUDA error", "HIP error", "RuntimeError", "AcceleratorError"}),
+    # vLLM's and SGLang's pynccl raise RuntimeError("NCCL error: <result>"); a logger that
+    # kept only str(e) ("while processing method init_device: NCCL error: ...") gives the kind
+    frozenset({"NCCL error", "RuntimeError"}),
 )
 
 

@@ -314,6 +314,16 @@ def test_a_device_fault_without_where_it_surfaced_is_not_known():
     assert score(capture, dataclasses.replace(capture), WEIGHTS).status == "known"
 
 
+def test_pynccls_error_a_logger_kept_as_text_is_the_runtime_error_it_raised():
+    """vLLM's worker logs 'while processing method init_device: NCCL error: unhandled system
+    error ...' (str(e) only); the same launch elsewhere prints the RuntimeError pynccl raised."""
+    text = "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
+    logged, raised = _crash("NCCL error", text), _crash("RuntimeError", text)
+    assert score(logged, raised, WEIGHTS).status == "known"
+    other = _crash("RuntimeError", "NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)")
+    assert score(logged, other, WEIGHTS).status != "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
