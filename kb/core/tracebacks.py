@@ -1050,11 +1050,17 @@ def _stated_in_header(header: str) -> str:
     return match["msg"].strip().rstrip(",") if match else ""
 
 
+# a shell's or Python's prompt before a command: `$ pip list`, `(venv) $ nvidia-smi`, `>>> import vllm`
+_SHELL_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\$|>>>) \S")
+
+
 def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
                             "stack backtrace:", "note: run with `RUST_BACKTRACE", '{"')):
         return True  # ... or the next record of a JSON-lines log
+    if stripped[:1] in "$>(" and _SHELL_PROMPT.match(stripped):
+        return True  # the next command a pasted terminal session ran
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped) or _OTHER_WRITER.match(stripped):
         return True  # a warning, a progress bar redrawn by another process, another writer's record
     if _CPP_END.match(stripped) or _TABLE_BORDER.match(stripped) or _PANEL_TOP.match(stripped):
