@@ -56,6 +56,9 @@ _CODE_SLOTS = (
     # an HTTP status says what the server refused: a token (401), a gated repo (403), a
     # missing file (404), an outage (5xx)
     ("HTTP status", re.compile(r"\b(?:([1-5]\d\d) (?:Client|Server) Error|HTTP Error ([1-5]\d\d))\b")),
+    # a runtime's numeric error code (Ascend ACL's "error code:507035", a driver's status):
+    # one stream synchronize failing with 507035 and one with 507018 failed differently
+    ("error code", re.compile(r"\berror code\s*[:=]?\s*(-?\d+)\b", re.I)),
     ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
                               re.I)),
     # The operating system's reason after an errno, however the error prints it

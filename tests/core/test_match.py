@@ -324,6 +324,17 @@ def test_pynccls_error_a_logger_kept_as_text_is_the_runtime_error_it_raised():
     assert score(logged, other, WEIGHTS).status != "known"
 
 
+def test_a_runtimes_error_code_tells_two_failures_apart():
+    """Ascend's ACL reports each failure by its code: 507035 (a vector core exception) and
+    507018 are two crashes under one sentence; one code twice is one."""
+    frames = ["vllm_ascend/worker/model_runner_v1.py:execute_model"]
+    first = _crash("RuntimeError", "ACL stream synchronize failed, error code:507035", frames=frames)
+    other = _crash("RuntimeError", "ACL stream synchronize failed, error code:507018", frames=frames)
+    assert "507035" in first.message_template
+    assert score(first, other, WEIGHTS).status != "known"
+    assert score(first, dataclasses.replace(first), WEIGHTS).status == "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
