@@ -465,6 +465,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "another accelerator runtime's check, as ggml and PyTorch print it for ROCm/HIP, Ascend's CANN, "
          "Moore Threads' MUSA, SYCL: the runtime names what failed",
          role="root", kind="cuda", anchors=("ROCm error: ", "HIP error: ", "CANN error: ", "MUSA error: ", "SYCL error: ")),
+    Rule("cann-error-code",
+         _r(r"^(?P<exc>E[A-Z]\d{4}): (?:\[PID: \d+\] [\d:.-]+ )?(?P<msg>\S.{8,})$"),
+         "EZ9999: [PID: 838] 2025-09-04-09:50:11.954.378 The error from device(chipId:6, dieId:0), there is an exception of aivec error",
+         "Huawei CANN's error report (Ascend NPUs, vllm-ascend): its code (EZ9999 inner error, EE1001 "
+         "invalid argument, EL0004 out of memory) and what the runtime saw",
+         role="root", kind="cuda", anchors=(": [PID: ", "EZ9999: ", "EE9999: ", "EE8888: ", "EI9999: ", "EL0004: ", "EE1001: ")),
     Rule("metal-command-buffer-error",
          _r(r"(?P<msg>.*\bkIOGPUCommandBufferCallbackError\w+.*)$"),
          "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
@@ -526,18 +532,22 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a native allocator's cudaMalloc failed for another reason: the CUDA error string says which",
          exception="CUDA error", role="root", kind="cuda", anchors=("cudaMalloc",)),
     Rule("native-function-failure",
-         _r(r"^(?P<msg>[a-z][a-z0-9]*_[a-z0-9_]+: (?:error: )?(?:invalid|failed to|unable to|cannot|could not|unknown|missing|wrong|unsupported|not enough|error [a-z]+ing\b) .+)$"),
+         _r(r"^(?P<msg>[a-z][a-z0-9]*_[a-z0-9_]+: (?:error: )?(?:(?:invalid|failed to|unable to|cannot|could not|unknown|missing|wrong|unsupported|not enough|error [a-z]+ing\b) .+"
+            r"|[\w ]{1,60}\bfailed with (?:status|error|code)\b.*))$"),
          "gguf_init_from_file: invalid magic characters 'tjgg', expected 'GGUF'",
          "a C library names the function that failed, then why (llama.cpp, ggml, GGUF loaders); "
          "the callers that give up after it print their own 'failed to load' lines below it",
-         exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ", ": error ")),
+         exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ", ": error ",
+                                                                        " failed with status", " failed with error", " failed with code")),
     Rule("program-failure",
          _r(r"^(?P<msg>(?!(?:note|hint|tip|warning|info|debug|help|usage)\b)[a-z][a-z0-9]*(?:[.-][a-z0-9]+)*: "
             r"(?:can't|cannot|unable to|failed to|could not|couldn't) .+)$"),
          "nslookup: can't resolve 'trainer-master-0': Name does not resolve",
          "a Unix program's own error, as err(3) and perror print it: its name, then what it could not do "
-         "(nslookup, mkdir, cp, ssh): the step that needed it fails below",
-         exception="native error", role="root", kind="native",
+         "(nslookup, mkdir, cp, ssh): the step that needed it fails below. Weighed as a logged error: "
+         "a library's function printing its advice the same way ('decode: cannot decode batches with "
+         "this context (use llama_encode() instead)') is no runtime's error",
+         exception="logged error", role="root", kind="log_error",
          anchors=(": can't ", ": cannot ", ": unable to ", ": failed to ", ": could not ", ": couldn't ")),
     Rule("error-doing-statement",
          _r(r"^(?P<msg>error (?:[a-z]+ing) [\w ./-]{1,60}: \S.+)$"),

@@ -402,6 +402,8 @@ def _states_only_code(event: ErrorEvent) -> bool:
 
 _PEER_GONE = next(rule for rule in P.CASCADES if rule.name == "peer-gone")
 _DEVICE_FAILURE = re.compile(r"out of memory|[Cc]uda failure|CUDA error|illegal memory access")
+_CONSTANT_ASSERT = re.compile(r"(?:\((?:false|0)\) failed|: (?:false|0))\s*$")
+_CODE_ONLY_FAILURE = re.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*-?\w+\.?\s*$")
 _KIND_ONLY = re.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
 _VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
 
@@ -416,6 +418,10 @@ def _score(group: Group) -> float:
         # and nothing more) or pydantic's "1 validation error for ModelConfig" cut from its
         # details says less than the error printed beside it
         score -= 35
+    if group.tier.startswith("root") and event.exception == "GGML_ASSERT" and _CONSTANT_ASSERT.search(event.message):
+        score -= 35  # GGML_ASSERT(false): an abort that states nothing; the line before it does
+    elif group.tier.startswith("root") and _CODE_ONLY_FAILURE.search(event.message):
+        score -= 10  # "... failed with status 5": a code, where the next line may say why
     if group.first.level == "WARNING":
         score -= 45
     if group.first.in_traceback and not group.first.event.truncated:
