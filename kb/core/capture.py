@@ -450,10 +450,14 @@ _FLAT_EXCEPTION = re.compile(r" (?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception
 
 
 def _unflattened(text: str) -> list[str]:
-    """The lines of a traceback flattened onto one line (see _FLAT_HEADER)."""
-    before, _, rest = text.partition(_FLAT_HEADER)
-    lines = [before] if before.strip() else []
-    lines.append(_FLAT_HEADER.rstrip())
+    """The lines of a traceback flattened onto one line (see _FLAT_HEADER), or of its frames
+    alone (an excerpt that begins at a frame)."""
+    if _FLAT_HEADER in text:
+        before, _, rest = text.partition(_FLAT_HEADER)
+        lines = [before] if before.strip() else []
+        lines.append(_FLAT_HEADER.rstrip())
+    else:
+        lines, rest = [], text
     for block in _FLAT_CHAIN.split(rest):
         for marker in _CHAIN_MARKERS:
             if block.startswith(marker):
@@ -500,7 +504,8 @@ def unglued(text: str) -> list[str]:
 
 
 def _flat(text: str) -> bool:
-    return _FLAT_HEADER in text and _FLAT_FRAME.search(text) is not None
+    return ((_FLAT_HEADER in text or text.startswith('File "') and _FLAT_FRAME_HEAD.match(text) is not None)
+            and _FLAT_FRAME.search(text) is not None)
 
 
 def shown(raw: str) -> str:

@@ -136,6 +136,8 @@ _STDLIB = lazy(r"/lib(?:64)?/python3\.\d+/")
 def library_path(path: str) -> str:
     """'/root/env/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py' -> 'vllm/v1/worker/gpu_worker.py'."""
     path = path.replace("\\", "/")
+    if path.startswith(("...", "\u2026")):  # a path the reporter elided: ".../vllm/attention/layer.py"
+        path = "/" + path.lstrip(".\u2026").lstrip("/")
     if not path.startswith("/") and not re.match(r"^[A-Za-z]:/", path):
         return path  # already relative (or "<frozen ...>", "<stdin>")
     match = None
