@@ -35,7 +35,8 @@ _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 # CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
 _DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
-                           r"|an illegal instruction was encountered|device-side assert triggered)\b", re.I)
+                           r"|an illegal instruction was encountered|device-side assert triggered"
+                           r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # a message that is only a value (raise_site_similarity): type and site
@@ -59,6 +60,9 @@ _CODE_SLOTS = (
     # a runtime's numeric error code (Ascend ACL's "error code:507035", a driver's status):
     # one stream synchronize failing with 507035 and one with 507018 failed differently
     ("error code", re.compile(r"\berror code\s*[:=]?\s*(-?\d+)\b", re.I)),
+    # the library the loader could not open is what is missing (libcuda: no driver; libcudart:
+    # no CUDA runtime of that major), however alike the rest of the sentence
+    ("shared library", re.compile(r"\b(lib[\w+-]+)(?:\.so[\w.]*)?: cannot open shared object file")),
     ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
                               re.I)),
     # The operating system's reason after an errno, however the error prints it
@@ -497,8 +501,10 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         core *= 0.7  # different type and a different text: a different crash
     phase_q, phase_c = _known_phase(query.phase), _known_phase(candidate.phase)
     # One call stack where it ran out is one phase, whether or not the log names it
-    same_stack = frames >= _SAME_STACK and not (
-        phase_q and phase_c and phase_q != phase_c)
+    # (one frame is only where it ran out, the allocator every phase calls: when one log
+    # names its phase and the other does not, that site cannot say the other's was the same)
+    same_stack = frames >= _SAME_STACK and not (phase_q and phase_c and phase_q != phase_c) and (
+        min(len(query.frames), len(candidate.frames)) >= _SITE_FRAMES or not (phase_q or phase_c))
     if (phase_decides(query) or phase_decides(candidate)) and not (phase_q and phase_q == phase_c) and not same_stack:
         # Running out of memory says what ran out, not why: loading weights, profiling,
         # capturing graphs and a training step run out for different reasons with

@@ -139,7 +139,9 @@ def library_path(path: str) -> str:
     if path.startswith(("...", "\u2026")):  # a path the reporter elided: ".../vllm/attention/layer.py"
         path = "/" + path.lstrip(".\u2026").lstrip("/")
     if not path.startswith("/") and not re.match(r"^[A-Za-z]:/", path):
-        return path  # already relative (or "<frozen ...>", "<stdin>")
+        if not (_PACKAGE_ROOT.search(path) or _STDLIB.search("/" + path)):
+            return path  # already relative (or "<frozen ...>", "<stdin>")
+        path = "/" + path  # an install's path the reporter cut the home off: "anaconda3/envs/x/lib/..."
     match = None
     for match in _PACKAGE_ROOT.finditer(path):
         pass

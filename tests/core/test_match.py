@@ -335,6 +335,31 @@ def test_a_runtimes_error_code_tells_two_failures_apart():
     assert score(first, dataclasses.replace(first), WEIGHTS).status == "known"
 
 
+def test_the_shared_library_the_loader_cannot_open_tells_two_crashes_apart():
+    """libcuda.so missing (no driver in the container) and libcudart.so missing (no CUDA
+    runtime of that major) read alike and are fixed apart."""
+    driver = _crash("ImportError", "libcuda.so.1: cannot open shared object file: No such file or directory")
+    runtime = _crash("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory")
+    assert score(driver, runtime, WEIGHTS).status != "known"
+    again = _crash("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory")
+    assert score(runtime, again, WEIGHTS).status == "known"
+
+
+def test_a_rocm_memory_access_fault_without_where_it_surfaced_is_not_known():
+    fault = "Memory access fault by GPU node-4 (Agent handle: 0x55d1c0a2e0) on address 0x7f1a00000000. Reason: Unknown."
+    bare = _crash("GPU memory access fault", fault, engine=None)
+    other = _crash("GPU memory access fault", fault.replace("node-4", "node-3"), engine=None)
+    assert score(bare, other, WEIGHTS).status != "known"
+
+
+def test_an_install_path_the_reporter_cut_the_home_off_is_library_relative():
+    from kb.core.normalize import library_path
+
+    assert library_path("anaconda3/envs/x/lib/python3.12/site-packages/vllm/platforms/cuda.py") == "vllm/platforms/cuda.py"
+    assert library_path("anaconda3/envs/x/lib/python3.12/importlib/__init__.py") == "importlib/__init__.py"
+    assert library_path("src/libfoo/model.py") == "src/libfoo/model.py"  # a project's own relative path stays
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
@@ -775,6 +800,11 @@ def test_the_c_function_that_reports_an_out_of_memory_is_its_site():
     assert first.frames == again.frames == ["<native>:ggml_backend_cuda_buffer_type_alloc_buffer"]
     assert score(first, again, WEIGHTS).status == "known"
     assert score(first, other, WEIGHTS).status != "known"
+    # the allocator serves every phase: a log that says it ran out making the KV cache is
+    # not known to one that does not say when (it may have been loading the weights)
+    assert score(dataclasses.replace(first, phase="kv_cache_profiling"), again, WEIGHTS).status != "known"
+    assert score(dataclasses.replace(first, phase="kv_cache_profiling"),
+                 dataclasses.replace(again, phase="kv_cache_profiling"), WEIGHTS).status == "known"
 
 
 def test_one_compiler_message_from_one_kernel_is_known_wherever_the_log_shows_it():
