@@ -272,7 +272,9 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
     the tool's own statement of what failed is the error, with the exception's frames."""
     event = best.first.event
     lines = event.message.rstrip().split("\n")
-    if not best.tier.startswith("root") or event.kind != "python" or len(lines) < 2 or not _INTRODUCES.match(lines[-1].strip()):
+    # (or a one-line message that ends introducing it: ollama's "... runner process has terminated:")
+    introduces = _INTRODUCES.match(lines[-1].strip()) if len(lines) > 1 else lines[0].endswith(":")
+    if not best.tier.startswith("root") or event.kind != "python" or not introduces:
         return None
     end = max(best.first.end_line, event.line_number or 0)
     stated = _next_of_stream(best, groups, end)

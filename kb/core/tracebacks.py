@@ -420,11 +420,10 @@ class Extractor:
                        if found.record and not found.wraps else not line.header)
         # a line another capture layer wraps (a timestamp the exception line lacks): another record
         rewrapped = line.layers != stream.continuation_layers
-        # a message that ends in a colon quotes the error it wraps on its next line
-        # (torch's "backend='inductor' raised:" then "CalledProcessError: ...", ollama's
-        # "llama runner process has terminated:" then "error loading model: ...")
-        quoted = (not stream.continuation_lines and found.event.message.endswith(":")
-                  and (P.EXCEPTION_LINE.match(stripped) is not None or _states_error(stripped)))
+        # a message that ends in a colon goes on with the exception it wraps on the next line
+        # (torch's "backend='inductor' raised:" then "CalledProcessError: ..."); a tool's own
+        # statement there is its own error (kb.core.rootcause._introduced_below)
+        quoted = found.event.message.endswith(":") and P.EXCEPTION_LINE.match(stripped) is not None
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
                 or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped) and not quoted):
             if stream.before_code_line and stream.before_code_line[0] is found and stripped.startswith('File "'):
