@@ -83,9 +83,11 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
     Normalizer("ip", lazy(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>", "ip=29.125.226.69", "hosts differ"),
     Normalizer("timestamp", lazy(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?|\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>",
                "2025-04-15 13:37:25,916", "time of the crash"),
-    Normalizer("mangled-symbol", lazy(r"\b_Z[A-Za-z0-9_]{4,}"), "<symbol>",
+    Normalizer("mangled-symbol", lazy(r"\b_Z[A-Za-z0-9_]{4,}"), lambda match: _symbol_namespace(match.group(0)),
                "undefined symbol: _ZN3c104cuda20CUDACachingAllocator9allocatorE",
-               "which symbol an extension misses depends on the versions built against, not on the cause"),
+               "which symbol an extension misses depends on the versions built against, not on the cause; "
+               "the namespace it lives in says which library's ABI did not match (at::, c10:: torch, nvinfer1:: "
+               "TensorRT, std:: the C++ runtime), and stays"),
     Normalizer("version", lazy(r"(?<![\w.])v?\d+(?:\.\d+){2,}(?:[.+-]?(?:post|rc|dev|a|b)\d*)?(?![\w.])"), "<version>",
                "NCCL version 2.21.5", "the same error recurs across releases"),
     Normalizer("size", lazy(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|[KMGT]B)\b|\b\d+(?:\.\d+)?[KMGT](?=[\s,.;)]|$)"), "<size>",
@@ -112,6 +114,31 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
 )
 
 MAX_TEMPLATE = 240
+
+
+# An Itanium-mangled name nested in a namespace: _ZN / _ZNK (const) / _ZTVN (vtable), then
+# the first component's length and name, or St for std::
+_NESTED_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVKRO]*(St|\d+)")
+
+
+def _symbol_namespace(symbol: str) -> str:
+    """`_ZN3c104cuda9SetDeviceEi` -> 'torch::<symbol>': the outermost namespace of a mangled
+    name (torch's at::, c10:: as torch), the symbol itself replaced; '<symbol>' when it is
+    not nested or cut short."""
+    head = _NESTED_SYMBOL.match(symbol)
+    if head is None:
+        return "<symbol>"
+    if head.group(1) == "St":
+        return "std::<symbol>"
+    length = int(head.group(1))
+    name = symbol[head.end():head.end() + length]
+    if len(name) != length or not name.isidentifier():
+        return "<symbol>"
+    return f"{_NAMESPACE_LIBRARY.get(name, name)}::<symbol>"
+
+
+# namespaces of one library's ABI: a symbol of any of them missing is that library mismatched
+_NAMESPACE_LIBRARY = {"at": "torch", "c10": "torch", "caffe2": "torch", "c10d": "torch"}
 
 
 @lru_cache(maxsize=4096)  # every rank prints the same error: grouping asks again and again

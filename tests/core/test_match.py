@@ -360,6 +360,20 @@ def test_an_install_path_the_reporter_cut_the_home_off_is_library_relative():
     assert library_path("src/libfoo/model.py") == "src/libfoo/model.py"  # a project's own relative path stays
 
 
+def test_the_namespace_of_a_missing_symbol_says_whose_abi_did_not_match():
+    """An extension built against another torch misses a c10:: symbol, TensorRT-LLM's
+    bindings built against other TensorRT libraries a tensorrt_llm:: or nvinfer1:: one:
+    two fixes. Which symbol of a namespace is missing varies with the versions."""
+    def missing(symbol: str) -> CrashFeatures:
+        return _crash("ImportError", f"/usr/local/lib/python3.10/dist-packages/tensorrt_llm/bindings.so: "
+                                     f"undefined symbol: {symbol}", engine="tensorrt-llm")
+    torch_abi = missing("_ZN3c1017RegisterOperatorsD1Ev")
+    assert "torch::<symbol>" in torch_abi.message_template
+    assert score(torch_abi, missing("_ZNK3c106SymInt6sym_neEl"), WEIGHTS).status == "known"
+    assert score(torch_abi, missing("_ZN2at4_ops10empty_like4callERKNS_6TensorE"), WEIGHTS).status == "known"
+    assert score(torch_abi, missing("_ZN12tensorrt_llm7runtime9GptDecoderC1Ev"), WEIGHTS).status != "known"
+
+
 def test_the_module_an_import_names_is_kept_and_a_parameter_name_is_not():
     """Which module is missing is the error; which parameter of a model is this model's."""
     assert message_template("No module named 'tensorrt_llm.models.llama.weight'") == \
@@ -849,7 +863,7 @@ def test_a_path_is_one_path_however_the_reporter_wrote_its_home_or_its_root():
              "~/.conda/envs/r1/lib/python3.11/site-packages", "/usr/local/lib/python3.10/dist-packages"]
     templates = {message_template(f"{home}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: "
                                   "_ZN3c105ErrorC2ENS_14SourceLocationE") for home in homes}
-    assert templates == {"<path>/flash_attn_2_cuda.so: undefined symbol: <symbol>"}
+    assert templates == {"<path>/flash_attn_2_cuda.so: undefined symbol: torch::<symbol>"}
     assert message_template("backends/src/lib.rs:255: Could not start backend") == \
         message_template("/usr/src/backends/src/lib.rs:255: Could not start backend") == "<path>/lib.rs:<n>: Could not start backend"
     assert message_template("Qwen/Qwen2.5-7B-Instruct does not exist") == "Qwen/Qwen2.5-7B-Instruct does not exist"
