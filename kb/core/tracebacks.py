@@ -420,12 +420,9 @@ class Extractor:
                        if found.record and not found.wraps else not line.header)
         # a line another capture layer wraps (a timestamp the exception line lacks): another record
         rewrapped = line.layers != stream.continuation_layers
-        # a message that ends in a colon goes on with the exception it wraps on the next line
-        # (torch's "backend='inductor' raised:" then "CalledProcessError: ..."); a tool's own
-        # statement there is its own error (kb.core.rootcause._introduced_below)
-        quoted = found.event.message.endswith(":") and P.EXCEPTION_LINE.match(stripped) is not None
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
-                or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped) and not quoted):
+                or stream.continuation_lines >= _MAX_CONTINUATION
+                or _starts_structure(stripped) and not _quotes_exception(found.event.message, stripped)):
             if stream.before_code_line and stream.before_code_line[0] is found and stripped.startswith('File "'):
                 # the indented line was the code line of a frame another process's traceback
                 # printed in between (interleaved stderr): its File line follows, not words
@@ -1048,6 +1045,13 @@ def _stated_in_header(header: str) -> str:
     message of a traceback the log cut before its last line."""
     match = _HEADER_STATEMENT.match(header.strip())
     return match["msg"].strip().rstrip(",") if match else ""
+
+
+def _quotes_exception(message: str, line: str) -> bool:
+    """A message that ends in a colon goes on with the exception it wraps on the next line
+    (torch's "backend='inductor' raised:" then "CalledProcessError: ..."); a tool's own
+    statement there is its own error (kb.core.rootcause._introduced_below)."""
+    return message.endswith(":") and P.EXCEPTION_LINE.match(line) is not None
 
 
 # a shell's or Python's prompt before a command: `$ pip list`, `(venv) $ nvidia-smi`, `>>> import vllm`
