@@ -75,6 +75,9 @@ _GPU = _r(
     r"\b((?:NVIDIA|Tesla|Quadro|AMD Instinct)\s(?:GeForce\s)?(?:RTX\s|GTX\s)?(?:PRO\s)?[A-Z]?\d*[A-Z]*\d*\w*"
     r"(?:[- ](?:\d+GB|HBM\d\w*|PCIe|SXM\d?\w*|NVL|Ti|Blackwell|Server|Workstation|Edition|Max-Q|D|Ada|Generation|\d{4}))*)"
 )
+# A GPU name holds a model token after its brand (T4, H100, RTX 4090, MI300X, TITAN): the
+# brand before other words is the vendor ("NVIDIA driver", "NVIDIA Corporation Device").
+_GPU_MODEL = _r(r"\s(?:[A-Z]{0,3}\d|[A-Z]{4,}\b)")
 _GPU_INDEX = _r(r"\|\s+(\d+)\s+NVIDIA|GPU (\d+): NVIDIA")
 
 _ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
@@ -228,7 +231,7 @@ class ContextCollector:
         if any(_IS_GPU[i] for i in found) and len(self.gpus) < 64:
             for match in _GPU.finditer(body):
                 name = match.group(1).strip()
-                if len(name) > 8:
+                if _GPU_MODEL.search(name):
                     self.gpus.append(name)
             index = _GPU_INDEX.search(body)
             if index:

@@ -131,3 +131,14 @@ def test_a_model_module_that_runs_several_model_types_names_none_of_them():
     shared = _v0_engine_traceback(("vllm/model_executor/models/deepseek_v2.py", "__init__"))
     assert analyze(shared).context.model_arch is None
     assert analyze(_v0_engine_traceback(("vllm/model_executor/models/qwen3_moe.py", "__init__"))).context.model_arch == "qwen3_moe"
+
+
+def test_a_gpu_name_needs_its_model_not_only_the_vendor():
+    """A short name is still a GPU (Tesla T4); the vendor before other words is not one
+    (`The NVIDIA driver on your system is too old`)."""
+    bf16 = ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+            "Your Tesla T4 GPU has compute capability 7.5.\n")
+    assert analyze(bf16.encode()).context.gpu.name == "Tesla T4"
+    driver = ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). "
+              "Please update your GPU driver.\n")
+    assert analyze(driver.encode()).context.gpu.name is None
