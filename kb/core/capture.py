@@ -321,8 +321,10 @@ def cuts_a_word(held: str, text: str) -> bool:
 def _sentence_break(held: str, text: str) -> bool:
     """A line that ends a word and a next one that starts a capitalized one ("... used to
     compile" | "PyTorch (11.8). ..."): a newline the program printed, as likely as a cut;
-    one such line is no evidence of a terminal's width."""
-    return held[-2:].isalpha() and held[-2:].islower() and text[:2].isalpha() and text[0].isupper()
+    one such line is no evidence of a terminal's width. So is a line that ends a sentence
+    ("... out-of-memory handler." | "srun: error: ...")."""
+    return ((held[-2:].isalpha() and held[-2:].islower() and text[:2].isalpha() and text[0].isupper())
+            or (held[-1:] in (".", "!", "?") and held[-2:-1].isalnum() and text[:1].isalpha()))
 
 
 def _after_run(lengths: list[int], i: int, width: int) -> int:

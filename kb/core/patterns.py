@@ -123,6 +123,16 @@ PREFIXES: tuple[Prefix, ...] = (
            "2024-12-14 00:55:07.000624:  327  ERROR ||NEURON_CC_WRAPPER||: Compilation failed for /tmp/model.hlo_module.pb after 0 retries.",
            "AWS Neuron's libraries (neuronx-cc wrapper, compile cache): time, pid, level, ||COMPONENT||",
            header=True, starts='0123456789'),
+    Prefix("oneccl", _r(r"^(?P<ts>\d{4}:\d\d:\d\d-\d\d:\d\d:\d\d):\(\s*\d+\)\s+\|CCL_(?P<level>ERROR|WARN|INFO|DEBUG|TRACE|FATAL)\|\s?"),
+           "2025:03:13-10:36:27:(  636) |CCL_ERROR| ze_fd_manager.cpp:214 fill_device_fds: condition fds[dev_idx] > 0 failed",
+           "Intel oneCCL (the collectives of vLLM and torch on XPUs): time, (pid), its level between bars",
+           header=True, starts='0123456789'),
+    Prefix("logcat", _r(r"^(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\s+(?:\d+-\d+\s+(?P<src>\S+)\s+[\w.:]+|\d+\s+\d+)"
+                        r"\s+(?P<level>[VDIWEFA])\s+(?:(?P<src2>[^:\s]+)\s*: )?"),
+           "2024-09-10 23:46:05.024 32001-32058 AndroidRuntime          ai.mlc.mlcchat                       E  FATAL EXCEPTION: Thread-8",
+           "Android's logcat (an app running an engine on the phone, MLC): time, pid-tid, tag, package, a "
+           "one-letter level (A: an assertion, fatal); the classic form puts pid, tid, level, then 'tag: '",
+           header=True, starts='0123456789'),
     Prefix("py-logging", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\s+(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- |[\w.]+ \d+ (?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+)"),
            "2025-04-15 13:37:25,916 ERROR worker.py:422 -- Unhandled error",
            "Ray and xinference use Python logging with a comma before milliseconds", header=True, starts='0123456789'),
@@ -466,11 +476,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Moore Threads' MUSA, SYCL: the runtime names what failed",
          role="root", kind="cuda", anchors=("ROCm error: ", "HIP error: ", "CANN error: ", "MUSA error: ", "SYCL error: ")),
     Rule("cann-error-code",
-         _r(r"^(?P<exc>E[A-Z]\d{4}): (?:\[PID: \d+\] [\d:.-]+ )?(?P<msg>\S.{8,})$"),
+         _r(r"^(?:\[PID: \d+\] [\d:.-]+ )?(?:[A-Z][A-Za-z_]+\()?(?P<exc>E[A-Z]\d{4})\)?: (?:\[PID: \d+\] [\d:.-]+ )?(?P<msg>\S.{8,})$"),
          "EZ9999: [PID: 838] 2025-09-04-09:50:11.954.378 The error from device(chipId:6, dieId:0), there is an exception of aivec error",
          "Huawei CANN's error report (Ascend NPUs, vllm-ascend): its code (EZ9999 inner error, EE1001 "
-         "invalid argument, EL0004 out of memory) and what the runtime saw",
-         role="root", kind="cuda", anchors=(": [PID: ", "EZ9999: ", "EE9999: ", "EE8888: ", "EI9999: ", "EL0004: ", "EE1001: ")),
+         "invalid argument, EL0004 out of memory) and what the runtime saw; CANN 8 names the code "
+         "(`Memory_Allocation_Failure(EL0004): ...`) behind the record's `[PID: n] time`",
+         role="root", kind="cuda", anchors=(": [PID: ", "EZ9999: ", "EE9999: ", "EE8888: ", "EI9999: ", "EL0004: ", "EE1001: ",
+                                            "(EZ9999): ", "(EE9999): ", "(EI9999): ", "(EL0004): ", "(EE1001): ", "[PID: ")),
     Rule("metal-command-buffer-error",
          _r(r"(?P<msg>.*\bkIOGPUCommandBufferCallbackError\w+.*)$"),
          "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
@@ -584,10 +596,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Go's os/exec reports how a child process ended (ollama's runner): the signal by name",
          exception="signal", role="confirmation", kind="signal", anchors=("signal: ",)),
     Rule("signal-named-in-report",
-         _r(r"(?P<msg>\b(?:[Uu]ncaught|[Cc]aught|[Rr]eceived|[Gg]ot|[Ff]atal)(?: signal)? (?P<signame2>SIG(?:SEGV|BUS|ILL|FPE|ABRT|TRAP))\b.*)$"),
+         _r(r"(?P<msg>\b(?:[Uu]ncaught|[Cc]aught|[Rr]eceived|[Gg]ot|[Ff]atal)(?: signal)?(?: \d+)? \(?(?P<signame2>SIG(?:SEGV|BUS|ILL|FPE|ABRT|TRAP))\b.*)$"),
          "error: Uncaught SIGSEGV (SEGV_MAPERR) at 0x328 on gpu-node-3 pid 449777 tid 449785",
-         "a crash handler names the fatal signal it caught (Cosmopolitan's llamafile, custom handlers): "
-         "a native crash; the register dump or backtrace that follows says where",
+         "a crash handler names the fatal signal it caught (Cosmopolitan's llamafile, custom handlers, "
+         "Android's 'Fatal signal 6 (SIGABRT)'): a native crash; the register dump or backtrace that follows says where",
          exception="signal", role="root", kind="signal",
          anchors=("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP")),
     Rule("nvidia-xid",
@@ -722,13 +734,20 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a container's memory cgroup) and its kill line",
          exception="SIGKILL", role="confirmation", kind="oom_kill",
          anchors=("out of memory: Killed", "Out of memory: Killed", "oom-kill:constraint=")),
+    Rule("scheduler-oom-kill",
+         _r(r"(?P<msg>(?:Detected \d+ oom[-_]kill events?\b|task \d+: Out Of Memory\b|(?:Reason|reason)[:=]\s*\"?OOMKilled\b).*)$"),
+         "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your processes may have been killed by the cgroup out-of-memory handler.",
+         "a scheduler or container runtime reports that the kernel OOM-killed its task in the job's memory "
+         "cgroup (Slurm's slurmstepd and srun, Kubernetes' OOMKilled): the host memory limit, not the GPU's",
+         exception="SIGKILL", role="confirmation", kind="oom_kill",
+         anchors=("oom-kill event", "oom_kill event", ": Out Of Memory", "OOMKilled")),
     Rule("segfault",
          _r(r"(?P<msg>(?:Fatal Python error: )?(?:Segmentation fault(?: \(core dumped\))?|.*\bSegfault encountered|.*\[signal SIGSEGV: segmentation violation).*)$"),
          "Fatal Python error: Segmentation fault",
          "a native crash: the faulthandler stack that follows says where",
          exception="SIGSEGV", role="root", kind="signal", anchors=("Segmentation fault", "Segfault", "SIGSEGV")),
     Rule("hsa-memory-access-fault",
-         _r(r"(?P<msg>Memory access fault by GPU node-\d+ \(Agent handle: 0x[0-9a-fA-F]+\) on address .*)$"),
+         _r(r"(?P<msg>Memory access fault by GPU node-\d+\b.*)$"),
          "Memory access fault by GPU node-3 (Agent handle: 0x13e852f0) on address 0x77d445e00000. Reason: Unknown.",
          "ROCm's runtime (HSA) reports a kernel's bad GPU memory access and aborts the process: AMD's "
          "illegal memory access, printed without the process's prefix and with no Python traceback",
@@ -778,9 +797,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "states nothing stronger",
          exception="UCX warning", role="cascade", kind="ucx", anchors=("UCX  WARN", "UCX WARN")),
     Rule("elastic-death-signal",
-         _r(r"(?P<msg>Received (?P<signal>\d+) death signal, shutting down workers)"),
+         _r(r"(?P<msg>Received (?:(?P<signal>\d+)|Signals\.(?P<signame2>SIG[A-Z]+)) death signal, shutting down workers)"),
          "W1221 17:13:59.240000 46660 torch/distributed/elastic/agent/server/api.py:704] Received 1 death signal, shutting down workers",
-         "torchrun's agent was sent a signal (SIGHUP: the terminal or session closed; SIGTERM: the scheduler)",
+         "torchrun's agent was sent a signal (SIGHUP: the terminal or session closed; SIGTERM: the scheduler); "
+         "torch before 2.4 names it as Python's enum prints it ('Received Signals.SIGHUP death signal')",
          exception="signal", role="confirmation", kind="signal", anchors=("death signal",)),
     Rule("signal-received-by-pid",
          _r(r"(?P<msg>Signal (?P<signal>\d+) \(SIG\w+\) received by PID \d+)"),
@@ -943,11 +963,12 @@ SYMPTOMS: tuple[Rule, ...] = (
          "AssertionError: Engine building failed, please check the error log.",
          "points at errors logged before it", anchors=('the error log', 'check the log', 'see the log')),
     Rule("points-at-another-error",
-         _r(r"\b(?:[Ss]ee|[Cc]heck|[Ll]ook up to see) (?:the |its )?(?:inner exception|root cause|stack ?trace|traceback|(?:above|previous) (?:error|exception|traceback))"),
+         _r(r"\b(?:[Ss]ee|[Cc]heck|[Ll]ook up to see) (?:the |its )?(?:inner exception|root cause|stack ?trace|traceback|(?:above|previous) (?:error|exception|traceback))"
+            r"|\b(?:error|exception)s? (?:is |are |was |were |has been )?(?:reported|shown|printed|logged) (?:as |in the log )?above\b"),
          "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",
          "says itself that the cause is another error (its inner exception, the trace above)",
          anchors=("inner exception", "root cause", "stack trace", "stacktrace", "its traceback", "the traceback", "above error", "previous error",
-                  "above exception", "previous exception", "above traceback", "previous traceback")),
+                  "above exception", "previous exception", "above traceback", "previous traceback", "ed as above", "ed above")),
     Rule("another-rank-failed",
          _r(r"\b(?:caused by|due to|because of) an? (?:exception|error|failure) (?:on|in|of) (?:one of the|another|a remote|other) (?:ranks?|workers?|process(?:es)?|nodes?|peers?)\b"),
          "RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce",
@@ -960,6 +981,19 @@ SYMPTOMS: tuple[Rule, ...] = (
     Rule("vllm-worker-died", _r(r"[Ww]orker\b[^.]{0,60}?\bdied\b"),
          "RuntimeError: Worker died unexpectedly", "the executor noticed a worker exit: the worker's own error is the cause",
          anchors=('died',)),
+    Rule("process-ended-unexpectedly",
+         _r(r"\b(?:process|server|worker|child|subprocess|engine|scheduler|replica|runner)\b[^.]{0,60}?\b(?:terminated|exited|crashed|stopped|ended|quit) (?:unexpectedly|abnormally)", re.I),
+         "Exception: Server process terminated unexpectedly.",
+         "a supervisor (an RL framework waiting for its rollout server, a pool) noticed a process end: "
+         "that process's own error, printed before, is the cause",
+         anchors=("d unexpectedly", "d abnormally", "quit unexpectedly", "quit abnormally")),
+    Rule("http-server-error-response",
+         _r(r"HTTPException: 5\d\d\b|\bError code: 5\d\d\b|\b5\d\d (?:Internal Server Error|Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\b|\bInternalServerError\b"),
+         "fastapi.exceptions.HTTPException: 500: Error during inference",
+         "an HTTP 5xx answer (raised by the server's handler, or received by its client) says that the "
+         "server failed, not why: the server's own error, logged beside it, is the cause",
+         anchors=("HTTPException: 5", "Error code: 5", "Internal Server Error", "Server Error", "Bad Gateway",
+                  "Service Unavailable", "Gateway Timeout", "InternalServerError")),
     Rule("vllm-engine-dead", _r(r"EngineDeadError|EngineCore encountered (?:an issue|a fatal error)|Engine loop has died|MQLLMEngine|engine died unexpectedly|AsyncEngineDeadError"),
          "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
          "the API server's view of a dead engine core",
@@ -1200,7 +1234,10 @@ FRAME_PHASES: tuple[tuple[LazyPattern, str], ...] = (
         r"|initialize_kv_cache|allocate_kv_cache|initialize_from_config"), "kv_cache_profiling"),
     (_r(r"load_model|load_weights|get_model|_load_weights|load_state_dict|from_pretrained|get_filename|get_sharded"), "weight_loading"),
     (_r(r"execute_model|event_loop|step_async|_sample\b|forward_extend|forward_decode|\bgenerate\b|run_batch|forward_batch|generate_token|_run_workers_async|engine_step|process_input_sockets|run_engine_loop|add_request|process_inputs|_validate_model_input|create_chat_completion|create_completion|serving_chat|_process_request|handle_generate_request"), "serving"),
-    (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"), "training"),
+    # (an RL trainer's actor and critic steps are training: verl's compute_log_prob and
+    # update_policy, OpenRLHF's ppo_train, a framework's fit loop)
+    (_r(r"\bbackward\b|training_step|train_step|_inner_training_loop|\btrain\b|optimizer|run_sft|run_exp"
+        r"|compute_(?:ref_)?log_probs?\b|update_(?:policy|actor|critic)\b|compute_values\b|ppo_train\b|_forward_micro_batch\b|\bfit\b"), "training"),
     # (not the executor's own frames, `_init_executor`: its workers load the weights while
     # it waits, so they say nothing of how far the workers got)
     (_r(r"init_device\b|init_worker_distributed_environment|set_device|_lazy_init|initialize_model_parallel|init_distributed_environment|init_torch_distributed"

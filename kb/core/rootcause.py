@@ -103,10 +103,17 @@ def choose(found: list[Found], benign: bool = True,
         # a HIP error, then the abort) is that failure's fallout; the abort after an uncaught
         # C++ exception is what std::terminate does
         aborted = best.first.event.exception == "SIGABRT"
-        reported = [g for g in groups if g.first.event.kind in ("native", "cpp", "cuda") and g.first.key == best.first.key
-                    and (g.tier == "root-rule" or aborted and g.first.event.kind == "cpp" and g.tier != "benign"
-                         and not g.recovered)
-                    and (g.first.event.line_number or 0) < (best.first.event.line_number or 0)]
+        line = best.first.event.line_number or 0
+        reported = [g for g in groups if g.first.key == best.first.key and (g.first.event.line_number or 0) < line
+                    and (g.first.event.kind in ("native", "cpp", "cuda")
+                         and (g.tier == "root-rule" or aborted and g.first.event.kind == "cpp" and g.tier != "benign"
+                              and not g.recovered)
+                         # a program aborts right after logging its fatal error at the fatal
+                         # level (LOG(FATAL), logcat's assert level): that record is what failed
+                         or aborted and g.tier == "log_error" and g.first.level == "CRITICAL" and not g.recovered
+                         and line - (g.first.event.line_number or 0) <= _ABORT_AFTER_LOG
+                         and not any((g.first.event.line_number or 0) < (o.first.event.line_number or 0) < line
+                                     for o in groups if o.first.key == best.first.key))]
         if reported:
             best = reported[0]
     stated = _stated_by_library(best, groups) or _introduced_below(best, groups)
@@ -182,6 +189,7 @@ def _task_result(best: Group, groups: list[Group]) -> Group | None:
     return told
 
 
+_ABORT_AFTER_LOG = 10  # lines from a fatal record (a terminal may wrap it) to the abort it ends in
 _CUDA_ERROR = re.compile(r"CUDA error|cudaError|CUDA_ERROR|launch failure")
 _CU_SOURCE = re.compile(r"\.cuh?:\d+")
 
@@ -424,8 +432,8 @@ def _score(group: Group) -> float:
         score -= 35  # GGML_ASSERT(false): an abort that states nothing; the line before it does
     elif group.tier.startswith("root") and _CODE_ONLY_FAILURE.search(event.message):
         score -= 10  # "... failed with status 5": a code, where the next line may say why
-    if group.first.level == "WARNING":
-        score -= 45
+    if group.first.level == "WARNING" and group.tier != "confirmation":
+        score -= 45  # (a process killed or signalled is final at whatever level its reporter logs it)
     if group.first.in_traceback and not group.first.event.truncated:
         score += 5  # within a tier, a traceback says where; a bare line does not
     if event.kind == "log_error":

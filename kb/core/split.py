@@ -88,7 +88,7 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
 _LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "C": "CRITICAL", "WARN": "WARNING",
            "FATAL": "CRITICAL", "error": "ERROR", "Error": "ERROR", "fatal error": "CRITICAL", "fatal": "CRITICAL", "Fatal error": "CRITICAL",
            "warning": "WARNING", "Warning": "WARNING", "info": "INFO", "debug": "DEBUG", "trace": "DEBUG",
-           "critical": "CRITICAL", "SUCCESS": "INFO",
+           "critical": "CRITICAL", "SUCCESS": "INFO", "A": "CRITICAL", "V": "DEBUG", "D": "DEBUG",
            "TRC": "DEBUG", "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "CRITICAL", "PNC": "CRITICAL"}
 
 _PREFIXES_BY_FIRST, _PREFIXES_ANY_START = by_first_char(PREFIXES)

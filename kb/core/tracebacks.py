@@ -300,8 +300,12 @@ class Extractor:
             return True
         exc = P.EXCEPTION_LINE.match(stripped)
         # Python prints frames two columns right of the exception line; a traceback pasted
-        # indented (quoted in a report, a launcher's nested output) keeps that step
-        at_exception = not body.startswith((" ", "\t")) or len(body) - len(stripped) == stream.frame_indent - 2
+        # indented (quoted in a report, a launcher's nested output) keeps that step. One
+        # re-indented as a whole (a fence in a markdown list item) may lose it, but never
+        # prints a frame's code at or left of its `File` line: a line there ends the frames.
+        indent = len(body) - len(stripped)
+        at_exception = (not body.startswith((" ", "\t")) or indent == stream.frame_indent - 2
+                        or (indent <= stream.frame_indent and bool(frames) and frames[-1].code is not None))
         if exc and at_exception and _looks_like_exception(exc["exc"], in_traceback=True):
             self._close(line, stream, exc["exc"], exc["msg"] or "")
             return True
@@ -540,6 +544,8 @@ class Extractor:
         if frame:
             # the excerpt starts inside a traceback: read it as one whose header is missing
             stream.frames = [Frame(frame["file"], (frame["func"] or "?").strip(), int(frame["line"]))]
+            stream.indented_frames = body[:1] in (" ", "\t")
+            stream.frame_indent = len(body) - len(body.lstrip())
             stream.tb_line = line
             stream.tb_header = stream.tb_intro = stream.tb_type = None
             stream.stack_dump = bool(P.DUMP_FRAME.match(body))

@@ -142,3 +142,15 @@ def test_a_gpu_name_needs_its_model_not_only_the_vendor():
     driver = ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). "
               "Please update your GPU driver.\n")
     assert analyze(driver.encode()).context.gpu.name is None
+
+
+def test_an_rl_trainers_actor_step_is_training():
+    """verl's actor computing log-probs, OpenRLHF's PPO step: running out of memory there is
+    a training step's, whatever engine serves the rollouts."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/workspace/verl/verl/workers/fsdp_workers.py", line 790, in compute_log_prob\n'
+           "    output = self.actor.compute_log_prob(data=data)\n"
+           '  File "/workspace/verl/verl/workers/actor/dp_actor.py", line 266, in _forward_micro_batch\n'
+           "    logits = self.actor_module(input_ids)\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.28 GiB. GPU 0 has a total capacity of 79.10 GiB\n")
+    assert analyze(log.encode()).phase == "training"

@@ -94,6 +94,18 @@ def test_one_cut_on_a_space_is_learned_from_a_short_excerpt():
     assert Profile.learn([cut, "    " + rest.strip(), after]).wrap_width is None
 
 
+def test_one_line_that_ends_a_sentence_at_a_terminal_width_is_no_cut():
+    """A line of exactly 150 characters that ends its sentence, then the next program's
+    record: as likely a newline the program printed as a cut, so no width is learned and
+    the two lines stay apart."""
+    line = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your "
+            "processes may have been killed by the cgroup out-of-memory handler.")
+    line = line.replace("4242", "4242" + "0" * (150 - len(line)))
+    assert len(line) == 150
+    assert Profile.learn([line, "srun: error: node7: task 0: Out Of Memory"]).wrap_width is None
+    assert Profile.learn([line[:-1] + "s", "rvice handler stopped the step"]).wrap_width == 150
+
+
 def test_a_padded_copy_that_lost_its_line_breaks_is_read_apart_and_columns_stay_whole():
     """A console pads each line to its width; a copy that lost the breaks glues the next
     line on after the padding. Right-aligned columns and a message's own spaces are not
