@@ -364,7 +364,7 @@ def _states_error(text: str) -> bool:
     return False
 
 
-_BORDERS = "|+-=─│┃║╗╝┐┘"
+_BORDERS = "|+-=─│┃║╗╝┐┘╮╯┤┨╢╣"  # a drawn box's right edge (rich's panels round their corners)
 _RULE_CHARS = "-=─"  # a rule line's: a border only as a run ("main-dora-" is a word cut)
 
 

@@ -173,7 +173,10 @@ def _root_matches(root, expected: dict[str, Any]) -> tuple[bool, bool]:
         # ... or the label's message may keep the analyzer's kind ("HSA_STATUS_ERROR_X: text")
         message_ok = message_matches(root.message, said) or (
             root.message.startswith(f"{root.exception}: ") and message_matches(root.message[len(root.exception) + 2:], said)
-        ) or bool(root.exception) and message_matches(f"{root.exception}: {root.message}", said)
+        ) or bool(root.exception) and message_matches(f"{root.exception}: {root.message}", said) or (
+            # ... in the log's own capitals ("CUDA Error: no kernel image", kind "CUDA error")
+            bool(root.exception) and said[:len(root.exception) + 2].lower() == f"{root.exception}: ".lower()
+            and message_matches(root.message, said[len(root.exception) + 2:]))
         # a non-Python error is identified by its message (shared/corpus/README.md): two
         # descriptive kinds for one line ("CUDA out of memory", "CUDA error") both hold
         return (_kinds_agree(root.exception, want, root.kind) or (root.kind != "python" and message_ok)

@@ -561,6 +561,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "this context (use llama_encode() instead)') is no runtime's error",
          exception="logged error", role="root", kind="log_error",
          anchors=(": can't ", ": cannot ", ": unable to ", ": failed to ", ": could not ", ": couldn't ")),
+    Rule("failed-with-exception-statement",
+         _r(r"^(?P<msg>(?:[A-Z][\w.-]*|[a-z][\w.-]*)(?: [\w.-]+){0,2} failed with (?:an? )?(?:exception|error)s?: \S.{8,})$"),
+         "Runner failed with exception: Runner has been initializing for too long: 300 seconds",
+         "a supervisor (a platform's runner, a task queue) states that what it ran failed, and why, with no "
+         "exception of its own: weighed as a logged error, below any error the run printed itself",
+         exception="logged error", role="root", kind="log_error",
+         anchors=("failed with exception: ", "failed with error: ", "failed with an exception: ", "failed with an error: ")),
     Rule("error-doing-statement",
          _r(r"^(?P<msg>error (?:[a-z]+ing) [\w ./-]{1,60}: \S.+)$"),
          "error loading model: unknown (magic, version) combination: 67676a74, 00000003; is this really a GGML file?",
@@ -1274,6 +1281,9 @@ BLOCK_ANCHORS: tuple[str, ...] = (
     "ERROR",  # an error record's message may go on below (wrapped in a column: Prefix.wraps)
     "RIP ",  # a crash report's register dump (Cosmopolitan's): the crash's frames follow it
     "-" * 74,  # Open MPI's help message opens and closes with this ruler: its text states the error
+    # a class named by its module's path (`triton.runtime.autotuner.OutOfResources: ...`): its
+    # message may go on below, whatever the class is called
+    *(f".{capital}" for capital in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on
 # Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (

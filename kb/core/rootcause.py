@@ -277,16 +277,21 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
     """An exception whose message ends by introducing another text ("... PTXAS error:
     Internal Triton PTX codegen error / `ptxas` stderr:") relays what the next line
     states in a format of its own (`ptxas fatal : Value 'sm_121a' is not defined ...`):
-    the tool's own statement of what failed is the error, with the exception's frames."""
+    the tool's own statement of what failed is the error, with the exception's frames.
+    So is the exception a one-line message introduces (torch's "BackendCompilerFailed:
+    backend='inductor' raised:" then "ImportError: cannot import name ..."): what the
+    backend raised is what a person fixes."""
     event = best.first.event
     lines = event.message.rstrip().split("\n")
     # (or a one-line message that ends introducing it: ollama's "... runner process has terminated:")
-    introduces = _INTRODUCES.match(lines[-1].strip()) if len(lines) > 1 else lines[0].endswith(":")
+    one_line = len(lines) == 1
+    introduces = _INTRODUCES.match(lines[-1].strip()) if not one_line else lines[0].endswith(":")
     if not best.tier.startswith("root") or event.kind != "python" or not introduces:
         return None
     end = max(best.first.end_line, event.line_number or 0)
     stated = _next_of_stream(best, groups, end)
-    if (stated is None or not stated.tier.startswith("root") or stated.first.event.kind == "python"
+    if (stated is None or not stated.tier.startswith("root")
+            or stated.first.event.kind == "python" and not one_line
             or (stated.first.event.line_number or 0) - end > _INTRODUCED_WITHIN):
         return None  # the next error of its process is not the text right below it
     if not stated.first.event.frames:

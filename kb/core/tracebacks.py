@@ -426,7 +426,7 @@ class Extractor:
         rewrapped = line.layers != stream.continuation_layers
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
                 or stream.continuation_lines >= _MAX_CONTINUATION
-                or _starts_structure(stripped) and not _quotes_exception(found.event.message, stripped)):
+                or _starts_structure(stripped)):
             if stream.before_code_line and stream.before_code_line[0] is found and stripped.startswith('File "'):
                 # the indented line was the code line of a frame another process's traceback
                 # printed in between (interleaved stderr): its File line follows, not words
@@ -951,12 +951,18 @@ _BUILD_STEP = re.compile(r"\[\d+/\d+\] (?:\S*/)?(?:nvcc|hipcc|c\+\+|g\+\+|gcc|cc
 _IPYTHON_LISTING = lazy(r"^(?:Cell In\[\d*\], line \d+|-*> ?\d+ |\d+ |-{10,}$)")
 
 
+# A class named by its module's dotted path (`triton.runtime.autotuner.OutOfResources`,
+# `torch._dynamo.exc.Unsupported`): Python's traceback prints an exception so, whatever
+# the class is called; a logger's or a config's name is not CamelCase at its end.
+_QUALIFIED_CLASS = re.compile(r"(?:[a-z_][a-z0-9_]*\.){2,}[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*")
+
+
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
     last = name.rsplit(".", 1)[-1]
     if P.EXCEPTION_NAME_OUTSIDE.search(last):
         return not last.endswith("Warning")
     if not in_traceback:
-        return False
+        return bool(_QUALIFIED_CLASS.fullmatch(name)) and not last.endswith("Warning")
     # inside a traceback any CamelCase class name can close it (KeyboardInterrupt, Unsupported);
     # capitals alone are a level word or a line cut short where an excerpt ends ("ER"), and
     # the traceback's own words are a line cut there too ("File")
@@ -1051,13 +1057,6 @@ def _stated_in_header(header: str) -> str:
     message of a traceback the log cut before its last line."""
     match = _HEADER_STATEMENT.match(header.strip())
     return match["msg"].strip().rstrip(",") if match else ""
-
-
-def _quotes_exception(message: str, line: str) -> bool:
-    """A message that ends in a colon goes on with the exception it wraps on the next line
-    (torch's "backend='inductor' raised:" then "CalledProcessError: ..."); a tool's own
-    statement there is its own error (kb.core.rootcause._introduced_below)."""
-    return message.endswith(":") and P.EXCEPTION_LINE.match(line) is not None
 
 
 # a shell's or Python's prompt before a command: `$ pip list`, `(venv) $ nvidia-smi`, `>>> import vllm`

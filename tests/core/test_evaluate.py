@@ -150,3 +150,22 @@ def test_a_label_whose_message_keeps_the_answers_kind_matches_it():
     assert _root_matches(root, label)[1] is True
     other = {"exception": "HSA error", "message": "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate"}
     assert _root_matches(root, other)[1] is False
+
+
+def test_a_label_that_keeps_the_kind_in_the_logs_capitals_matches_it():
+    """The analyzer names the kind "CUDA error"; the label keeps the line as flashinfer
+    printed it, "CUDA Error: ...": the same text. Another text under that kind is not."""
+    from types import SimpleNamespace
+
+    from kb.core.evaluate import _root_matches
+
+    where = "(209) /tmp/build-xyz/flashinfer-0.1.6+cu124torch2.4/include/flashinfer/attention/handler.cuh: line 169"
+    root = SimpleNamespace(exception="CUDA error", kind="cuda", truncated=False,
+                           message=f"no kernel image is available for execution on the device {where} at function "
+                                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor(&num_blocks_per_sm, kernel, num_threads)")
+    label = {"exception": "CUDA error",  # (the label's copy stops at the function's name)
+             "message": f"CUDA Error: no kernel image is available for execution on the device {where} at function "
+                        "cudaOccupancyMaxActiveBlocksPerMultiprocessor"}
+    assert _root_matches(root, label) == (True, True)
+    other = {"exception": "CUDA error", "message": f"CUDA Error: invalid argument {where}"}
+    assert _root_matches(root, other)[1] is False
