@@ -37,6 +37,9 @@ _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 _DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
                            r"|an illegal instruction was encountered|device-side assert triggered"
                            r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
+# A kernel that asked for more than the GPU has (Triton's shared memory or registers, a
+# launch's resources): each kernel asks for its own, so which kernel is the crash
+_KERNEL_LIMIT = re.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # a message that is only a value (raise_site_similarity): type and site
@@ -492,6 +495,9 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
             # where it surfaced is what tells two such crashes apart
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("an asynchronous device fault, where it surfaced unknown on one side: at most similar")
+        elif _KERNEL_LIMIT.search(query.message_template) or _KERNEL_LIMIT.search(candidate.message_template):
+            core = min(core, KNOWN_THRESHOLD - 1)
+            explanation.append("a kernel over the GPU's limits, which kernel unknown on one side: at most similar")
     if _surfaced(query.exception, candidate.exception) and query.frames and candidate.frames and frames < _FRAMES_APART:
         # one text as a native kind and as a Python type, raised from other code (ggml's
         # "CUDA error: no kernel image" and torch's RuntimeError): two engines' crashes

@@ -257,11 +257,12 @@ def test_a_cuda_error_printed_with_its_code_and_site_is_the_cuda_error():
 def test_a_message_cut_inside_a_word_is_the_whole_one_cut():
     """An excerpt that ends inside a word was cut by a viewer, however short it is; a
     whole message that another one extends with its detail is not cut."""
+    kernel = ["vllm/attention/ops/prefix_prefill.py:context_attention_fwd"]  # (which kernel: see below)
     whole = _crash("triton.runtime.errors.OutOfResources", "out of resource: shared memory, Required: 131072, "
-                   "Hardware limit: 65536. Reducing block sizes or `num_stages` may help.")
-    cut = _crash("triton.runtime.errors.OutOfResources", "out of resource: shared me")
+                   "Hardware limit: 65536. Reducing block sizes or `num_stages` may help.", frames=kernel)
+    cut = _crash("triton.runtime.errors.OutOfResources", "out of resource: shared me", frames=kernel)
     assert score(whole, cut, WEIGHTS).status == "known"
-    assert score(whole, _crash("triton.runtime.errors.OutOfResources", "out of resource: registers"),
+    assert score(whole, _crash("triton.runtime.errors.OutOfResources", "out of resource: registers", frames=kernel),
                  WEIGHTS).status != "known"
     short = _crash("safetensors_rust.SafetensorError", "Error while deserializing header")
     detailed = _crash("safetensors_rust.SafetensorError", "Error while deserializing header: HeaderTooLarge")
@@ -312,6 +313,19 @@ def test_a_device_fault_without_where_it_surfaced_is_not_known():
                      frames=["sglang/srt/model_executor/cuda_graph_runner.py:__init__"])
     assert score(bare, capture, WEIGHTS).status != "known"
     assert score(capture, dataclasses.replace(capture), WEIGHTS).status == "known"
+
+
+def test_a_kernel_over_the_gpus_limits_is_known_only_by_which_kernel():
+    """Triton's 'out of resource: shared memory' names no kernel: vLLM's prefix-prefill
+    attention and an OCR model's own kernel read alike and are fixed apart. Without where
+    it was raised on one side it is at most similar; the same kernel is one crash."""
+    text = "out of resource: shared memory, Required: 98304, Hardware limit: 65536. Reducing block sizes or `num_stages` may help."
+    bare = _crash("triton.runtime.errors.OutOfResources", text, engine=None)
+    prefill = _crash("triton.runtime.errors.OutOfResources", text, engine=None,
+                     frames=["vllm/attention/ops/prefix_prefill.py:context_attention_fwd"])
+    assert score(bare, dataclasses.replace(bare), WEIGHTS).status != "known"
+    assert score(bare, prefill, WEIGHTS).status != "known"
+    assert score(prefill, dataclasses.replace(prefill), WEIGHTS).status == "known"
 
 
 def test_pynccls_error_a_logger_kept_as_text_is_the_runtime_error_it_raised():
