@@ -49,6 +49,15 @@ def killed_by(event: ErrorEvent) -> str | None:
     return _SIGNAL_NAMES.get(number)
 
 
+# CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
+DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
+                          r"|an illegal instruction was encountered|device-side assert triggered"
+                          r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
+# A kernel that asked for more than the GPU has (Triton's shared memory or registers, a
+# launch's resources): each kernel asks for its own, so which kernel is the crash
+KERNEL_LIMIT = re.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
+
+
 def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     """The identity of the error alone: kind, message template and, when the message is
     too short to tell causes apart, the frames nearest the raise. Where it happened
@@ -89,11 +98,16 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     # failed): never an exact route, never "known"
     type_alone = not template and not frames
     frames_alone = not template and not exception
+    # a device fault or a kernel over its limits names no kernel: as for a crash signal,
+    # where it surfaced is the identity, and a log without frames does not show it
+    site_unknown = not frames and bool(DEVICE_FAULT.search(template) or KERNEL_LIMIT.search(template))
     if type_alone:
         hints.append(Hint("message", "", False, "no message and no frames: the type alone identifies nothing"))
     elif frames_alone:
         hints.append(Hint("message", "", False, "no exception and no message: the frames alone identify nothing"))
-    return _fingerprint(exception, template, frames, hints, weak=type_alone or frames_alone)
+    elif site_unknown:
+        hints.append(Hint("frames", "", False, "a kernel's fault or limit, and the log does not show where it surfaced"))
+    return _fingerprint(exception, template, frames, hints, weak=type_alone or frames_alone or site_unknown)
 
 
 # A source location an error's text names: "(/src/tllmBuffers.h:118)", "memory_utils.cu:32",

@@ -19,7 +19,7 @@ from rapidfuzz.distance import Levenshtein
 
 from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
-from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception
+from kb.core.fingerprint import CRASH_SIGNALS, DEVICE_FAULT, KERNEL_LIMIT, canonical_exception
 from kb.core.gpus import gpu_family
 from kb.core.patterns import NCCL_RESULT
 from kb.core.recall import UNIFORM, TermWeights, clause_tails, terms
@@ -33,13 +33,6 @@ ALIAS_THRESHOLD = 96.0  # a fuzzy "known" this sure routes its fingerprint to th
 # weights of the crash itself (sum 1) when both sides have frames / when one has none
 _WITH_FRAMES = {"exception": 0.25, "message": 0.55, "frames": 0.20}
 _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
-# CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
-_DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
-                           r"|an illegal instruction was encountered|device-side assert triggered"
-                           r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
-# A kernel that asked for more than the GPU has (Triton's shared memory or registers, a
-# launch's resources): each kernel asks for its own, so which kernel is the crash
-_KERNEL_LIMIT = re.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
 # a crash signal's message is the signal's name: where it crashed tells crashes apart
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # a message that is only a value (raise_site_similarity): type and site
@@ -490,12 +483,12 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         elif _builtin_text(query, candidate):
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("CPython's own words, where raised unknown on one side: at most similar")
-        elif _DEVICE_FAULT.search(query.message_template) or _DEVICE_FAULT.search(candidate.message_template):
+        elif DEVICE_FAULT.search(query.message_template) or DEVICE_FAULT.search(candidate.message_template):
             # a kernel's fault reported at the next sync names no kernel: like a signal,
             # where it surfaced is what tells two such crashes apart
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("an asynchronous device fault, where it surfaced unknown on one side: at most similar")
-        elif _KERNEL_LIMIT.search(query.message_template) or _KERNEL_LIMIT.search(candidate.message_template):
+        elif KERNEL_LIMIT.search(query.message_template) or KERNEL_LIMIT.search(candidate.message_template):
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("a kernel over the GPU's limits, which kernel unknown on one side: at most similar")
     if _surfaced(query.exception, candidate.exception) and query.frames and candidate.frames and frames < _FRAMES_APART:

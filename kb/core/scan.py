@@ -9,6 +9,8 @@ same hits: same lines, same result, slower."""
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
+from itertools import accumulate
 import os
 import threading
 from collections import deque
@@ -385,14 +387,33 @@ def _anchor_classes() -> tuple[list[str], list[str], list[str]]:
     does not: it is left out, since every literal costs the scan (secret anchors stay:
     they mark lines for redaction on their own)."""
     block_set = set(BLOCK_ANCHORS)
-    blocks = sorted(a for a in block_set if not any(b != a and b in a for b in block_set))
+    blocks = sorted(block_set - _holding_another(block_set, block_set))
     line_set = (set(ERROR_ANCHORS) | set(SECRET_ANCHORS)) - block_set
     covering = set(blocks) | line_set
-    lines = sorted(a for a in line_set if a in SECRET_ANCHORS or not any(b != a and b in a for b in covering))
+    held = _holding_another(covering, line_set)
+    lines = sorted(a for a in line_set if a in SECRET_ANCHORS or a not in held)
     from kb.core.context import CONTEXT_LITERALS  # the context reads what its own tables look for
 
     context = sorted(set(CONTEXT_LITERALS) - block_set - line_set)
     return blocks, lines, context
+
+
+def _holding_another(anchors: set[str], candidates: set[str]) -> set[str]:
+    """The candidates that hold one of `anchors` other than themselves: each anchor is
+    looked for once in all candidates joined (a C search; every run of the command line
+    needs this, and pairwise `in` tests cost more than analysing a short log)."""
+    ordered = sorted(candidates)
+    joined = "\0".join(ordered)
+    starts = list(accumulate((len(a) + 1 for a in ordered[:-1]), initial=0))
+    held: set[str] = set()
+    for anchor in anchors:
+        position = joined.find(anchor)
+        while position >= 0:
+            holder = ordered[bisect_right(starts, position) - 1]
+            if holder != anchor:
+                held.add(holder)
+            position = joined.find(anchor, position + 1)
+    return held
 
 
 @lru_cache(maxsize=1)

@@ -363,6 +363,25 @@ def test_a_segfault_is_identified_by_where_it_crashed(client):
     assert len({n["incident"]["id"] for n in nowhere} | {nccl["incident"]["id"], tokenizer["incident"]["id"]}) == 4
 
 
+KERNEL_OVER_LIMIT = ("INFO 03-02 10:00:00 [core.py:70] Initializing a V1 LLM engine (v0.11.0)\n"
+                     "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {n}, "
+                     "Hardware limit: 65536. Reducing block sizes or `num_stages` may help.\n")
+
+
+def test_a_kernel_fault_without_where_it_surfaced_never_routes_two_uploads_together(client):
+    """A Triton kernel over its shared memory, or an illegal memory access, names no
+    kernel: two one-line excerpts (two kernels, for all they show) never share an incident,
+    as two crash signals without a site never do."""
+    first = upload(client, KERNEL_OVER_LIMIT.format(n=98304)).json()
+    assert first["analysis"]["fingerprint"]["weak"] is True
+    second = upload(client, KERNEL_OVER_LIMIT.format(n=131072)).json()
+    assert second["match"]["status"] != "known" and second["created"]
+    fault = "INFO 03-02 10:00:00 [core.py:70] ready\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+    faults = [upload(client, fault).json() for _ in range(2)]
+    assert faults[0]["analysis"]["fingerprint"]["weak"] is True
+    assert faults[1]["match"]["status"] != "known" and faults[1]["created"]
+
+
 NOTEBOOK_CUT = """\
 ---------------------------------------------------------------------------
 RuntimeError                              Traceback (most recent call last)
