@@ -759,6 +759,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "ROCm's runtime (HSA) reports a kernel's bad GPU memory access and aborts the process: AMD's "
          "illegal memory access, printed without the process's prefix and with no Python traceback",
          exception="GPU memory access fault", role="root", kind="native", anchors=("Memory access fault by GPU",)),
+    Rule("gpu-call-macro-failure",
+         _r(r"(?P<msg>(?:\S+\.(?:cpp|cu|cc|hip|h):\d+ )?fail(?:ed)? to call \S.*?\[(?P<exc>HIP error|CUDA error)\].*)$"),
+         "[AITER] /aiter/jit/build/blob/asm_fmha_fwd_v3_gfx942.cpp:141 fail to call hipModuleLaunchKernel(kernel_func, gdx, gdy, gdz, bdx, 1, 1, 0, s.stream_id_, NULL, args) ---> [HIP error](invalid resource handle)",
+         "a kernel library's call-checking macro (AMD's aiter HIP_CALL) names the runtime call that failed and "
+         "the runtime's reason in brackets",
+         role="root", kind="cuda", anchors=("[HIP error]", "[CUDA error]")),
     Rule("hsa-queue-abort",
          _r(r"\bQueue 0x[0-9a-fA-F]+ aborting with error : (?P<exc>HSA_STATUS_ERROR_\w+):? ?(?P<msg>.*)$"),
          ":0:rocdevice.cpp            :3675: 2139490044663 us:  Callback: Queue 0x7ee7b4200000 aborting with error : "
@@ -1293,7 +1299,12 @@ ERROR_ANCHORS: tuple[str, ...] = (
     # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",
     # older "[E socket.cpp:860]": the level is all such a line may hold of an error
     "[E0", "[E1", "[E ", "[F0", "[F1",
-) + tuple(a for rule in SYMPTOMS for a in rule.anchors)  # wrappers (a cascade line holds an error anchor)
+) + tuple(a for rule in SYMPTOMS for a in rule.anchors) + (  # wrappers (a cascade line holds an error anchor)
+    # ... and what is named only when nothing else was found (a warning, an interrupt): a
+    # long log that holds nothing else must name it as its short excerpt does. Warnings by
+    # their category: not the deprecations (NEVER_CAUSE), which long logs are full of
+    tuple(a for rule in BENIGN if rule.name != "warnings" for a in rule.anchors)
+    + tuple(f"{category}Warning: " for category in ("User", "Runtime", "Import", "Resource", "Syntax", "Bytes", "Unicode")))
 
 
 # Every redaction rule needs one of these literals on its line (kb.core.redact).

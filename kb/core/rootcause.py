@@ -466,7 +466,11 @@ def _score(group: Group) -> float:
 
 # Words that make an ERROR line name a failure rather than report one.
 _STRONG_ERROR = re.compile(r"out of memory|CUDA error|illegal memory|NCCL error|[Ss]egmentation fault|core dumped"
-                           r"|\b[A-Z]\w*(?:Error|Exception)\b|[Aa]ssertion")
+                           r"|\b[A-Z]\w*(?:Error|Exception)\b|[Aa]ssertion"
+                           # ... or the operating system's reason (strerror's words): why a call failed
+                           r"|Connection refused|Connection reset by peer|No route to host|Network is unreachable"
+                           r"|Broken pipe|Permission denied|No such file or directory|No space left on device"
+                           r"|Address already in use|Too many open files|Cannot allocate memory")
 
 
 def _mark_diagnosed(found: list[Found]) -> set[int]:

@@ -38,7 +38,9 @@ _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _confi
 _UNLOADED = lazy(r"\b(?:[Cc]ould not|[Cc]ouldn't|[Uu]nable to|[Ff]ailed to|[Cc]annot|[Cc]an't) (?:import|load) "
                  r"(?P<what>[\w'\"`][^:(]{2,80}?)(?::\s+\S|\s+with\s|\s+because\s|\s*\()")
 _MAX_UNLOADED = 64
-_WARNING_HEAD = lazy(r"^\S+\.py:\d+: (?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
+# where Python's warnings module says a warning came from: a file, or a frozen module
+_WARNED_AT = r"(?:\S+\.py|<frozen [\w.]+>|<string>|<stdin>):\d+: "
+_WARNING_HEAD = lazy(rf"^{_WARNED_AT}(?P<exc>[A-Z]\w*Warning):$")  # Python's warnings, text on the next line
 _PANEL_TOP = lazy(r"^[╭┌┏╔][─━═]")  # a box drawn with Unicode lines: Rich's traceback panel, a table
 _PROCESS_HEADER = lazy(r"^Process [\w-]+:$")
 # zsh's report that the job died, where a flattened copy glued it after the error's text
@@ -1000,7 +1002,7 @@ def _is_boilerplate(stripped: str) -> bool:
 
 # tqdm's bar: "45% Completed | 29/64 [00:29<00:35, 1.0s/it]", "12%|█▏   | 1440/12000 [00:41<05:02"
 _PROGRESS_BAR = lazy(r"(?<!\d)\d+/\d+ \[\d+:\d\d(?::\d\d)?<")
-_WARNING_LINE = lazy(r"^\S+\.py:\d+: \w*(?:Warning|Error)\b")
+_WARNING_LINE = lazy(rf"^{_WARNED_AT}\w*(?:Warning|Error)\b")
 # Lines another writer started: a record led by a timestamp (ISO, syslog, Go's log, a
 # bracketed clock, logfmt's time=), a shell's trace (`set -x`) or prompt (behind the
 # virtualenv's or conda's "(env) "; bash's "[user@host dir]$", PowerShell's), systemd's unit
