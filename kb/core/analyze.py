@@ -14,6 +14,7 @@ from kb.core import scan
 from kb.core.capture import Peeled, Profile, peel, unglued
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
+from kb.core.patterns import starts_record
 from kb.core.records import Analysis, ErrorEvent, Timing
 from kb.core.redact import Redactor
 from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - inflate, redacted_log: this module's API
@@ -381,8 +382,10 @@ class Analyzer:
         whole.pieces = pieces
         first, *glued = unglued(whole.body)
         whole.body = first
-        # lines a padded copy glued on: the same writer's, without a record header of their own
-        for parsed in [whole, *(replace(whole, body=part, **_GLUED_ON) for part in glued)]:
+        # lines a padded copy glued on: the same writer's, without a record header of their
+        # own, but for the records a paste joined into one line, each read with its header
+        for parsed in [whole, *(parse_line(number, part, self._profile) if starts_record(part)
+                                else replace(whole, body=part, **_GLUED_ON) for part in glued)]:
             if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
                 self._extractor.feed(parsed)
             self._context.feed(parsed)

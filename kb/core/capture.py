@@ -437,6 +437,10 @@ def _glued_lines(text: str) -> list[str]:
 # into spaces: the same label recurs inside one line, at each former line's head.
 _INLINE_LABEL = re.compile(r" (\d{1,5}): (?=\S)")
 _INLINE_LABELS = 3  # recurrences of one label that show it was a line prefix
+# ... and a logger's record heads in one line: vLLM's "ERROR 11-04 18:02:56 [file.py:597] ",
+# NCCL's "host:pid:tid [1] NCCL INFO ": each began a line before the paste joined them
+_INLINE_RECORD = re.compile(r" (?=(?:\([^()]{0,80}pid=\d+[^()]{0,200}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] "
+                            r"|[\w.-]+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE) )")
 
 
 # A traceback whose line breaks a viewer turned into spaces (a web console's copy): its
@@ -488,14 +492,18 @@ def _unflattened(text: str) -> list[str]:
 
 def unglued(text: str) -> list[str]:
     """The lines a padded copy glued into `text` (see _GLUED_LINE), a paste that joined
-    a labeled stream's lines with spaces (see _INLINE_LABEL), or a flattened traceback
-    (see _FLAT_HEADER), else [text]."""
+    a labeled stream's lines or a logger's records with spaces (see _INLINE_LABEL,
+    _INLINE_RECORD), or a flattened traceback (see _FLAT_HEADER), else [text]."""
     if text.count(": ") >= _INLINE_LABELS:
         labels = _INLINE_LABEL.findall(text)
         if len(labels) >= _INLINE_LABELS:
             label = max(set(labels), key=labels.count)
             if labels.count(label) >= _INLINE_LABELS:
                 return [part for part in text.split(f" {label}: ") if part.strip()]
+    if len(text) > 200 and text.count(" [") >= _INLINE_LABELS:
+        heads = _INLINE_RECORD.split(text)
+        if len(heads) > _INLINE_LABELS:
+            return [line for part in heads if part.strip() for line in unglued(part)]
     if _PADDING in text and not IPYTHON_HEADER.match(text):
         lines = _glued_lines(text)
         if len(lines) > 1:

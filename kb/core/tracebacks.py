@@ -1007,13 +1007,14 @@ _WARNING_LINE = lazy(rf"^{_WARNED_AT}\w*(?:Warning|Error)\b")
 # bracketed clock, logfmt's time=), a shell's trace (`set -x`) or prompt (behind the
 # virtualenv's or conda's "(env) "; bash's "[user@host dir]$", PowerShell's), systemd's unit
 # status, kubectl's end of stream, Windows' `pause` ("Press any key to continue . . ." in
-# the console's language). None of them continues an exception's message.
+# the console's language), NCCL's debug records ("host:pid:tid [dev] NCCL INFO"). None of
+# them continues an exception's message.
 _OTHER_WRITER = lazy(
     r"^(?:\[?\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d:\d\d|\[?\d\d:\d\d:\d\d[.,\]]|[^.]{8,80}?\s?\. \. \.\s*$"
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d |time=\S+ level="
     r"|\+{1,3} [\w./\[$\"'-]|(?:\([\w.-]+\) ?)*(?:[\w.-]+@[\w.-]+:\S*|\[[\w.-]+@[\w.-]+ [^\]]*\])[#$](?: |$)"
     r"|PS [A-Z]:\\[^>]*> |[\w@.-]+\.(?:service|scope): "
-    r"|Stream closed EOF for )")
+    r"|Stream closed EOF for |[\w.-]+:\d+:\d+ \[\d+\] NCCL [A-Z]+ )")
 
 
 _FORMAT_RULES = scan.RuleIndex(tuple(r for r in P.ERROR_LINES if r.role in ("root", "confirmation") and r.kind != "python")
