@@ -416,6 +416,7 @@ def _states_only_code(event: ErrorEvent) -> bool:
 
 
 _PEER_GONE = next(rule for rule in P.CASCADES if rule.name == "peer-gone")
+_WENT_ON = re.compile(r"\b(?:falling|fall(?:s|en)?) back to\b|\bretrying\b", re.I)
 _DEVICE_FAILURE = re.compile(r"out of memory|[Cc]uda failure|CUDA error|illegal memory access")
 _CONSTANT_ASSERT = re.compile(r"(?:\((?:false|0)\) failed|: (?:false|0))\s*$")
 _CODE_ONLY_FAILURE = re.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*-?\w+\.?\s*$")
@@ -451,6 +452,8 @@ def _score(group: Group) -> float:
         score -= 1  # the kernel's summary of a kill says less than its kill line ("Killed process N")
     if group.tier == "benign":
         score = 1  # only when nothing else was found (a pasted warning, an interrupt)
+    if group.tier in ("cascade", "log_error") and _WENT_ON.search(event.message):
+        score -= 10  # "..., falling back to simple order": the library said it went on
     if group.tier == "cascade" and _PEER_GONE.pattern.search(event.message):
         score -= 10  # a peer that went away says less than a local failure among the cascade
     elif group.tier == "cascade" and _DEVICE_FAILURE.search(event.message):

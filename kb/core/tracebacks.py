@@ -386,6 +386,9 @@ class Extractor:
             message = untyped
         elif raise_match:
             exception, message, inferred = exception or raise_match["exc"], (raise_match["msg"] or "").strip(), True
+        elif code.startswith("assert ") and not exception:
+            # ... as an `assert` raises AssertionError: its statement is what a bare one says
+            exception, message, inferred = "AssertionError", code, True
         elif stream.tb_header:
             message = _stated_in_header(stream.tb_header)
         elif stream.tb_intro:
