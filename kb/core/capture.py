@@ -276,7 +276,8 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     if width in _TERMINAL_WIDTHS:  # a usual terminal width: less evidence will do
         if len(cut) >= 2 and (tails >= 1 or exact >= 2) and records * 2 <= len(followed) and len(cut) >= 0.02 * len(lengths):
             return width
-        if (len(cut) == 1 and tails == 1 and not records and _goes_on(texts[cut[0] + 1], profile)
+        if (len(cut) == 1 and tails == 1 and not records
+                and (_goes_on(texts[cut[0] + 1], profile) or _word_rest(texts[cut[0]], texts[cut[0] + 1], profile))
                 and not _sentence_break(texts[cut[0]], texts[cut[0] + 1])):
             return width  # a short excerpt with one cut
         return None
@@ -350,6 +351,14 @@ def _goes_on(text: str, profile: Profile | None) -> bool:
     if text[0].isspace() and not (text[0] == " " and text[1:2].strip()):
         return False  # indented (a cut on a space leaves one space at the rest's head)
     return not text.startswith(_STRUCTURE) and not EXCEPTION_LINE.match(text) and not _states_error(text)
+
+
+def _word_rest(held: str, text: str, profile: Profile | None) -> bool:
+    """A rest that begins inside the word the cut split ("...distributed/cust" |
+    "om_all_reduce.cuh:37: CUDA error: ..."), in lower case and unprefixed: the word's
+    rest, even where what follows it reads as an error of its own."""
+    return (cuts_a_word(held, text) and held[-1:].islower() and text[:1].islower()
+            and not peel(text, profile).layers)
 
 
 def _states_error(text: str) -> bool:

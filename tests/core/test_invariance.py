@@ -17,11 +17,8 @@ LOGS = sorted(p for p in FIXTURES.iterdir() if p.name.endswith((".log", ".log.gz
 # strict, so a case that starts to pass must leave this list).
 KNOWN_SHAPE_GAPS = {
 }
-KNOWN_WRAP_GAPS: set[str] = {
-    # a short excerpt with one cut, inside a library's path: the rest ('s/flash_attn_2_cuda...so:
-    # undefined symbol') reads as a loader error of its own, so no width is learned
-    "120-interleaved-ranks-loader-error-glued-to-another-writers-text.log",
-}
+# (none left: a short excerpt's one cut inside a word is learned, kb.core.capture._word_rest)
+KNOWN_WRAP_GAPS: set[str] = set()
 
 
 def _gap(known: set, key: str):

@@ -106,6 +106,18 @@ def test_one_line_that_ends_a_sentence_at_a_terminal_width_is_no_cut():
     assert Profile.learn([line[:-1] + "s", "rvice handler stopped the step"]).wrap_width == 150
 
 
+def test_one_cut_inside_a_word_is_learned_though_the_rest_reads_as_an_error():
+    """A 120-column cut inside a path ("...distributed/cust" | "om_all_reduce.cuh:37: CUDA
+    error: ..."): the rest is the word's, though it reads like a CUDA check's own line.
+    A rest that starts a word of its own, in capitals, is not evidence."""
+    cut = "RuntimeError: Runtime check failed at /sgl-workspace/sglang/python/sglang/jit_kernel/include/distributed/cust"
+    cut = cut.replace("sgl-workspace", "sgl-workspace" + "x" * (120 - len(cut)))
+    assert len(cut) == 120
+    after = ["", "Exception: Capture cuda graph failed"]
+    assert Profile.learn([cut, "om_all_reduce.cuh:37: CUDA error: invalid argument", *after]).wrap_width == 120
+    assert Profile.learn([cut[:-4] + "ops/", "CUDA error: invalid argument", *after]).wrap_width is None
+
+
 def test_a_padded_copy_that_lost_its_line_breaks_is_read_apart_and_columns_stay_whole():
     """A console pads each line to its width; a copy that lost the breaks glues the next
     line on after the padding. Right-aligned columns and a message's own spaces are not
