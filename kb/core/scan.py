@@ -9,13 +9,13 @@ same hits: same lines, same result, slower."""
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_right
-from itertools import accumulate
 import os
 import threading
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import accumulate
 from pathlib import Path
 
 import ahocorasick
