@@ -689,6 +689,25 @@ _JSON_LEVELS = {"ERROR": "ERROR", "WARN": "WARNING", "WARNING": "WARNING", "INFO
                 "TRACE": "DEBUG", "FATAL": "FATAL", "CRITICAL": "CRITICAL", "PANIC": "FATAL"}
 
 
+# an error class as an API names it in its error object ("BadRequestError")
+_ERROR_CLASS = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
+
+
+def _json_error(out: Peeled, record: dict) -> bool:
+    """An API's error answer pasted as it came back: vLLM's and SGLang's OpenAI-compatible
+    `{"object": "error", "message": "...", "type": "BadRequestError", "code": 400}`, or
+    one nested under "error". The line becomes the exception line it stands for."""
+    error = record.get("error") if isinstance(record.get("error"), dict) else record
+    message, kind = error.get("message"), error.get("type") or error.get("name")
+    if not (isinstance(message, str) and message.strip() and isinstance(kind, str) and _ERROR_CLASS.fullmatch(kind)):
+        return False
+    if error is record and record.get("object") != "error" and "code" not in record:
+        return False  # (a log record with a type field is no error answer)
+    out.text = f"{kind}: {message}"
+    out.layers += ("json-error",)
+    return True
+
+
 def _json_record(out: Peeled) -> None:
     """A program that logs JSON records (Rust's tracing, Go's zap and slog, structlog):
     {"timestamp": ..., "level": "ERROR", "message": "...", "target": ...}. The line becomes
@@ -697,6 +716,8 @@ def _json_record(out: Peeled) -> None:
     as one, kb.core.tracebacks)."""
     record = _json_object(out.text)
     if record is None:
+        return
+    if _json_error(out, record):
         return
     fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
     message = next((m for m in (record.get("message"), record.get("msg"), fields.get("message")) if isinstance(m, str)), None)
