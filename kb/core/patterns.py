@@ -1171,8 +1171,9 @@ MESSAGE_BOILERPLATE: tuple[Rule, ...] = (
     Rule("cuda-dsa-omitted", _r(r"^Device-side assertions were explicitly omitted for this error check"),
          "Device-side assertions were explicitly omitted for this error check; the error probably arose while initializing the DSA handlers.",
          "PyTorch's CUDA error hint (in place of the TORCH_USE_CUDA_DSA one when the error came before the handlers)"),
-    # (its head suffices: an excerpt or a viewer cuts the line inside its address)
-    Rule("cuda-search-docs", _r(r"^Search for `\w+' in \S*(?: for more information\.?)?\s*$"),
+    # (its head suffices: an excerpt or a viewer cuts the line inside its address or its
+    # last words, "... for more" | "information.")
+    Rule("cuda-search-docs", _r(r"^Search for `\w+' in \S*(?: for(?: more(?: information)?)?\.?)?\s*$"),
          "Search for `cudaErrorStreamCaptureUnsupported' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
          "PyTorch's CUDA error hint: it names the error the line above stated"),
     Rule("tgi-rank-field", _r(r"^\s*rank=\d+\s*$"), " rank=0", "TGI appends the shard's tracing field"),
