@@ -50,12 +50,18 @@ def killed_by(event: ErrorEvent) -> str | None:
 
 
 # CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
-DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
-                          r"|an illegal instruction was encountered|device-side assert triggered"
-                          r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
+_DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
+                           r"|an illegal instruction was encountered|device-side assert triggered"
+                           r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
 # A kernel that asked for more than the GPU has (Triton's shared memory or registers, a
 # launch's resources): each kernel asks for its own, so which kernel is the crash
-KERNEL_LIMIT = re.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
+_KERNEL_LIMIT = re.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
+
+
+def names_no_kernel(template: str) -> bool:
+    """A kernel's fault or limit: like a crash signal's, its text says nothing of which
+    kernel, so where it surfaced is its identity."""
+    return bool(_DEVICE_FAULT.search(template) or _KERNEL_LIMIT.search(template))
 
 
 def fingerprint(event: ErrorEvent | None) -> Fingerprint:
@@ -100,7 +106,7 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     frames_alone = not template and not exception
     # a device fault or a kernel over its limits names no kernel: as for a crash signal,
     # where it surfaced is the identity, and a log without frames does not show it
-    site_unknown = not frames and bool(DEVICE_FAULT.search(template) or KERNEL_LIMIT.search(template))
+    site_unknown = not frames and names_no_kernel(template)
     if type_alone:
         hints.append(Hint("message", "", False, "no message and no frames: the type alone identifies nothing"))
     elif frames_alone:

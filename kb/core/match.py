@@ -19,7 +19,7 @@ from rapidfuzz.distance import Levenshtein
 
 from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
-from kb.core.fingerprint import CRASH_SIGNALS, DEVICE_FAULT, KERNEL_LIMIT, canonical_exception
+from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception, names_no_kernel
 from kb.core.gpus import gpu_family
 from kb.core.patterns import NCCL_RESULT
 from kb.core.recall import UNIFORM, TermWeights, clause_tails, terms
@@ -483,14 +483,11 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         elif _builtin_text(query, candidate):
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("CPython's own words, where raised unknown on one side: at most similar")
-        elif DEVICE_FAULT.search(query.message_template) or DEVICE_FAULT.search(candidate.message_template):
-            # a kernel's fault reported at the next sync names no kernel: like a signal,
-            # where it surfaced is what tells two such crashes apart
+        elif names_no_kernel(query.message_template) or names_no_kernel(candidate.message_template):
+            # a kernel's fault reported at the next sync, or its limit, names no kernel: like
+            # a signal, where it surfaced is what tells two such crashes apart
             core = min(core, KNOWN_THRESHOLD - 1)
-            explanation.append("an asynchronous device fault, where it surfaced unknown on one side: at most similar")
-        elif KERNEL_LIMIT.search(query.message_template) or KERNEL_LIMIT.search(candidate.message_template):
-            core = min(core, KNOWN_THRESHOLD - 1)
-            explanation.append("a kernel over the GPU's limits, which kernel unknown on one side: at most similar")
+            explanation.append("a kernel's fault or limit, where it surfaced unknown on one side: at most similar")
     if _surfaced(query.exception, candidate.exception) and query.frames and candidate.frames and frames < _FRAMES_APART:
         # one text as a native kind and as a Python type, raised from other code (ggml's
         # "CUDA error: no kernel image" and torch's RuntimeError): two engines' crashes
