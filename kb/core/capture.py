@@ -433,8 +433,6 @@ def _glued_lines(text: str) -> list[str]:
     """The lines of a padded copy (see _GLUED_LINE): cut at each long run of spaces before
     what starts a line of a crash or a logger's record."""
     cuts = [run for run in _PADDING_RUN.finditer(text) if starts_record(text[run.end():], specific=True)]
-    if not cuts:
-        return _GLUED_LINE.split(text)
     lines, start = [], 0
     for run in cuts:
         lines += _GLUED_LINE.split(text[start:run.start()])

@@ -481,8 +481,8 @@ ERROR_LINES: tuple[Rule, ...] = (
          "Huawei CANN's error report (Ascend NPUs, vllm-ascend): its code (EZ9999 inner error, EE1001 "
          "invalid argument, EL0004 out of memory) and what the runtime saw; CANN 8 names the code "
          "(`Memory_Allocation_Failure(EL0004): ...`) behind the record's `[PID: n] time`",
-         role="root", kind="cuda", anchors=(": [PID: ", "EZ9999: ", "EE9999: ", "EE8888: ", "EI9999: ", "EL0004: ", "EE1001: ",
-                                            "(EZ9999): ", "(EE9999): ", "(EI9999): ", "(EL0004): ", "(EE1001): ", "[PID: ")),
+         role="root", kind="cuda", anchors=("[PID: ", "EZ9999: ", "EE9999: ", "EE8888: ", "EI9999: ", "EL0004: ", "EE1001: ",
+                                            "(EZ9999): ", "(EE9999): ", "(EI9999): ", "(EL0004): ", "(EE1001): ")),
     Rule("metal-command-buffer-error",
          _r(r"(?P<msg>.*\bkIOGPUCommandBufferCallbackError\w+.*)$"),
          "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
@@ -1005,7 +1005,7 @@ SYMPTOMS: tuple[Rule, ...] = (
          "fastapi.exceptions.HTTPException: 500: Error during inference",
          "an HTTP 5xx answer (raised by the server's handler, or received by its client) says that the "
          "server failed, not why: the server's own error, logged beside it, is the cause",
-         anchors=("HTTPException: 5", "Error code: 5", "Internal Server Error", "Server Error", "Bad Gateway",
+         anchors=("HTTPException: 5", "Error code: 5", "Server Error", "Bad Gateway",
                   "Service Unavailable", "Gateway Timeout", "InternalServerError")),
     Rule("vllm-engine-dead", _r(r"EngineDeadError|EngineCore encountered (?:an issue|a fatal error)|Engine loop has died|MQLLMEngine|engine died unexpectedly|AsyncEngineDeadError"),
          "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",

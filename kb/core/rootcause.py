@@ -103,17 +103,11 @@ def choose(found: list[Found], benign: bool = True,
         # a HIP error, then the abort) is that failure's fallout; the abort after an uncaught
         # C++ exception is what std::terminate does
         aborted = best.first.event.exception == "SIGABRT"
-        line = best.first.event.line_number or 0
-        reported = [g for g in groups if g.first.key == best.first.key and (g.first.event.line_number or 0) < line
+        reported = [g for g in groups if g.first.key == best.first.key and _line(g) < _line(best)
                     and (g.first.event.kind in ("native", "cpp", "cuda")
                          and (g.tier == "root-rule" or aborted and g.first.event.kind == "cpp" and g.tier != "benign"
                               and not g.recovered)
-                         # a program aborts right after logging its fatal error at the fatal
-                         # level (LOG(FATAL), logcat's assert level): that record is what failed
-                         or aborted and g.tier == "log_error" and g.first.level == "CRITICAL" and not g.recovered
-                         and line - (g.first.event.line_number or 0) <= _ABORT_AFTER_LOG
-                         and not any((g.first.event.line_number or 0) < (o.first.event.line_number or 0) < line
-                                     for o in groups if o.first.key == best.first.key))]
+                         or aborted and _fatal_record_before(g, best, groups))]
         if reported:
             best = reported[0]
     stated = _stated_by_library(best, groups) or _introduced_below(best, groups)
@@ -187,6 +181,18 @@ def _task_result(best: Group, groups: list[Group]) -> Group | None:
     if said.exception.rpartition(".")[2] == event.exception.rpartition(".")[2] or said.message == event.message:
         return None  # the traceback ends with the error the report names: it has the frames
     return told
+
+
+def _line(group: Group) -> int:
+    return group.first.event.line_number or 0
+
+
+def _fatal_record_before(record: Group, abort: Group, groups: list[Group]) -> bool:
+    """A program aborts right after logging its fatal error at the fatal level (LOG(FATAL),
+    logcat's assert level): that record, the last thing its stream said, is what failed."""
+    return (record.tier == "log_error" and record.first.level == "CRITICAL" and not record.recovered
+            and _line(abort) - _line(record) <= _ABORT_AFTER_LOG
+            and not any(_line(record) < _line(other) < _line(abort) for other in groups if other.first.key == abort.first.key))
 
 
 _ABORT_AFTER_LOG = 10  # lines from a fatal record (a terminal may wrap it) to the abort it ends in

@@ -430,8 +430,7 @@ class Extractor:
         # a line another capture layer wraps (a timestamp the exception line lacks): another record
         rewrapped = line.layers != stream.continuation_layers
         if (not contiguous or not same_record or rewrapped or _OS_ERROR_TEXT.match(found.event.message)
-                or stream.continuation_lines >= _MAX_CONTINUATION
-                or _starts_structure(stripped)):
+                or stream.continuation_lines >= _MAX_CONTINUATION or _starts_structure(stripped)):
             if stream.before_code_line and stream.before_code_line[0] is found and stripped.startswith('File "'):
                 # the indented line was the code line of a frame another process's traceback
                 # printed in between (interleaved stderr): its File line follows, not words
