@@ -19,7 +19,7 @@ from kb.core.records import Analysis, ErrorEvent, Timing
 from kb.core.redact import Redactor
 from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - inflate, redacted_log: this module's API
 from kb.core.rejoin import Rejoiner
-from kb.core.rootcause import choose, log_ends_early, not_captured, unstated_error
+from kb.core.rootcause import choose, log_ends_early, native_stack_only, not_captured, unstated_error
 from kb.core.scan import WARNING_LINES_KEPT
 from kb.core.split import parse_line
 from kb.core.textlog import GZIP_MAGIC
@@ -136,6 +136,9 @@ class Analyzer:
         elif root is None and self._extractor.unstated is not None:
             verdict = "not_captured"
             self._notes.append(unstated_error(*self._extractor.unstated))
+        elif root is None and self._extractor.native_stack is not None:
+            verdict = "not_captured"
+            self._notes.append(native_stack_only(*self._extractor.native_stack))
         elif root is None and self._last_line is not None and (
                 context.engine or self._context.phase_markers or self._context.first_timestamp is not None):
             # a launch's log (an engine, its stages, or a program's timestamped records) that

@@ -126,6 +126,10 @@ ATOMS: tuple[Prefix, ...] = (
          "192.168.1.20: RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191",
          "pdsh (DeepSpeed's multi-node runner) labels each node's lines with its host, often an address "
          "(a host name is learned as a repeated head)", starts="0123456789"),
+    Prefix("kernel-time", lazy(r"^\[\s*(?P<ts>\+?\d+\.\d{6}|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] "),
+         "[  +0.000012] amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:40 vmid:8 pasid:32781)",
+         "the kernel's ring buffer as dmesg prints it: seconds since boot (microseconds), the time since the "
+         "last message (-H), or the wall time (-T)", starts="["),
     Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:"),
          "[1,3]<stderr>:Traceback (most recent call last):",
          "Open MPI's --tag-output: [jobid,rank]<stream>: and the output right after it", starts="["),
@@ -222,15 +226,15 @@ def _head_shape(body: str) -> str | None:
     return f"(?P<stream>{shape}){' *' + re.escape(sep.lstrip()) if '|' in sep else re.escape(sep)}"
 
 
-_DIGITS = re.compile(r"\d+")
+_DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")  # a number, an address among them
 
 
 def same_head(line: str, following: str) -> bool:
     """Does `following` start the way `line` does (`[80746] [rank0]:[E321 ...` then
-    `[80747] [rank4]:[E321 ...`, digits aside)? Then it is the next record of the same
+    `[80747] [rank4]:[E321 ...`, numbers and addresses aside)? Then it is the next record of the same
     writer, not the rest of a cut line: a cut falls anywhere, mid-word."""
-    head = _DIGITS.sub("0", line[:24])[:12]
-    if len(head) == 12 and not head.isalnum() and _DIGITS.sub("0", following[:24])[:12] == head:
+    head = _DIGITS.sub("0", line[:64])[:12]
+    if len(head) == 12 and not head.isalnum() and _DIGITS.sub("0", following[:64])[:12] == head:
         return True
     # a short label both lines open with (`[rank5]: ` before lines indented unalike)
     return bool(_LABEL_HEAD.match(os.path.commonprefix([_DIGITS.sub("0", line[:24]), _DIGITS.sub("0", following[:24])])))
@@ -566,11 +570,18 @@ def clean_parts(raw: str) -> tuple[str, str]:
     if "[" in raw and any(escaped in raw for escaped in ESCAPED_ESC):
         raw = _ESCAPED_ANSI.sub("", raw)
     raw = _unticked(raw)
+    if raw.endswith("]") and "across cluster]" in raw:
+        raw = _RAY_DEDUP.sub("", raw)
     if "/" in raw and "<" in raw and _GLUE_HINT.search(raw):
         glued = _GLUED_PROGRESS.match(raw)
         if glued is not None:
             dropped, raw = raw[:glued.end()], raw[glued.end():]
     return raw, dropped
+
+
+# Ray's log deduplication ends a line its actors printed alike with how often they did: the
+# count is Ray's, not the program's words
+_RAY_DEDUP = re.compile(r"\s*\[repeated \d+x across cluster\]$")
 
 
 def _unticked(text: str) -> str:

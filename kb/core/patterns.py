@@ -212,12 +212,14 @@ PREFIXES: tuple[Prefix, ...] = (
     # starts (behind an arrow, a dash, a colon or a bar), and the fields that are a time or
     # a level say so, in whatever order. One must be a time, so a bracketed list or an
     # error's own tags ("[TensorRT-LLM][ERROR] ...") are no head.
-    Prefix("bracket-fields", _r(r"^(?=(?:\[[^\[\]]{1,60}\] ?){0,5}\[\d{4}-\d\d-\d\d[T ][\d:.,]+\])"
-                                r"(?:\[(?:(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)|(?P<level>" + _PIPE_LEVELS + r")"
+    Prefix("bracket-fields", _r(r"^(?=(?:\[[^\[\]]{1,60}\] ?){0,5}\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\])"
+                                r"(?:\[(?:(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+                                r"|(?P<level>" + _PIPE_LEVELS + r"|[DIWEF])"
                                 r"|[^\[\]\s][^\[\]]{0,59})\] ?){2,6}(?:(?:>{1,3}|-|:|\|) )?"),
            "[2024-04-17 20:07:13,727] [ERROR] [MainThread] [asyncio] >>> AssertionError",
            "a logger whose format is bracketed fields ('[%(asctime)s] [%(levelname)s] [%(threadName)s] "
-           "[%(name)s] >>> %(message)s'), in any order, one of them a time",
+           "[%(name)s] >>> %(message)s', Docker Model Runner's '[<RFC 3339>][component][W] '), in any order, "
+           "one of them a time; a level may be its initial",
            header=True, starts="["),
     Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:[-|>]{1,3}\s+)?"
                      r"(?:(?:(?:[-|]\s+)?(?:\d+|[\w.-]{1,60}|\[[^\[\]]{1,60}\])\s+){0,3}?(?:[-|]\s+)?"
@@ -295,6 +297,13 @@ ADDRESS_SYMBOL = _r(r"^[0-9a-f]{6,16} [0-9a-f]{1,16} (?P<func>[A-Za-z_~][^+]*?)\
 # boost::stacktrace's frame, as Triton's signal handler prints it, most recent first:
 # " 5# grpc_core::chttp2::TransportFlowControl::PeriodicUpdate() in /opt/tritonserver/bin/tritonserver"
 BOOST_FRAME = _r(r"^\s*\d+# (?!0x[0-9A-Fa-f]+ )(?P<func>[A-Za-z_~](?:[^(]|\(anonymous namespace\))*?)(?:\([^()]*\)|\([^()]*$)?(?: (?:at|in) \S+)?\s*$")
+# A numbered frame with its address, as gdb ("#3  0x00007f.. in ncclProxyService () from
+# /x/libnccl.so.2") and UCX's detailed backtrace ("14 0x0000000000004493 ???()  /x/libffi.so.8:0")
+# print them, most recent first
+NUMBERED_FRAME = _r(r"^#?\d+\s+0x[0-9a-fA-F]{6,16}\s+(?:in\s+)?(?P<func>[^\s(]+) ?\(")
+# Android's crash dump frame (tombstone, logcat): "#00 pc 00000000001ace90  /data/app/.../lib.so
+# (Java_com_x_Context_load+104) (BuildId: d2dc...)", most recent first; the function may be missing
+ANDROID_FRAME = _r(r"^#\d{2,} pc [0-9a-fA-F]+\s+\S+(?:\s+\((?P<func>[^()+\s][^()+]*?)(?:\+\d+)?\))?")
 CARET = _r(r"^\s*[\^~]+\s*$")
 CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
 CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
@@ -330,11 +339,12 @@ RAISE_CALL = _r(r"^\s*raise (?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\((?:f?[\"'](?P<
 
 # How a shell reports a job that a signal ended: bash/dash in a script ("run.sh: line 3:  4242
 # Killed   python x.py"), an interactive job ("[1]+  Killed   python x.py"), zsh in its own
-# words ("zsh: abort   llm ...", "[1]    4242 floating point exception  lmdeploy ..."), or the
+# words ("zsh: abort   llm ...", "[1]    4242 floating point exception  lmdeploy ...", SIGABRT as
+# "IOT instruction" on Linux), or the
 # words alone (bash's; zsh's lowercase ones only behind a prefix). The message is the words
 # (and "core dumped") and the command, without the job's locator.
 ZSH_CRASH_WORDS = "illegal hardware instruction|segmentation fault|bus error|floating point exception"
-ZSH_SIGNAL_WORDS = "killed|abort"
+ZSH_SIGNAL_WORDS = "killed|abort|IOT instruction"
 _SHELL_JOB = (r"^(?!(?:{zsh})\b)(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +(?:\d+ +)?|zsh: )?"
               r"(?P<msg>(?P<signame>{bash}|{zsh})(?:\s+\(core dumped\))?(?:\s+\S.*)?)$")
 
@@ -344,7 +354,10 @@ _SHELL_JOB = (r"^(?!(?:{zsh})\b)(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +(?:\d+
 # NTSTATUS codes of the native exceptions a Windows process dies of
 _WINDOWS_EXCEPTIONS = {"0xc0000005": "access violation", "0xc000001d": "illegal instruction",
                        "0xc0000409": "stack buffer overrun", "0xc00000fd": "stack overflow",
-                       "0xc0000094": "integer divide by zero"}
+                       "0xc0000094": "integer divide by zero", "0xe06d7363": "C++ exception"}
+# ... and those its loader ends a process with before the program runs (a missing DLL)
+_WINDOWS_LOADER_STATUS = {"0xc0000135": "DLL not found", "0xc0000139": "entry point not found",
+                          "0xc0000142": "DLL initialization failed"}
 
 ERROR_LINES: tuple[Rule, ...] = (
     Rule("pydantic-value-error",
@@ -462,12 +475,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="CUDA error", role="root", kind="cuda", anchors=("no kernel image", "has no device code compatible",
                                                                     "compiled without support for the current GPU")),
     Rule("cuda-error-line",
-         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+).*"
+         _r(r"(?P<msg>\b(?:(?:CUDA|Cuda) (?:driver |runtime )?(?:[Ee]rror|ERROR)\b|cuda(?:Error[A-Z]\w+)|CUDA_ERROR_[A-Z_]+|CUresult error\b).*"
             r"|(?:(?<=^Failed: )|(?<=: Failed: ))[^\s:']+\.(?:cu|cuh):\d+ '[^']+')$"),
          "Error: CUDA error 700 at /src/csrc/all_reduce.cu:112: an illegal memory access was encountered",
          "a C/C++ library's CUDA check: the CUDA error name or code says what failed (the CUDACHECK macro's "
-         "\"Failed: <file.cu>:<line> '<error string>'\" names no CUDA, its file does)",
-         exception="CUDA error", role="root", kind="cuda", anchors=("Failed: ", "CUDA error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error",
+         "\"Failed: <file.cu>:<line> '<error string>'\" names no CUDA, its file does; a driver API check "
+         "names the CUresult)",
+         exception="CUDA error", role="root", kind="cuda", anchors=("Failed: ", "CUDA error", "CUresult error", "CUDA driver error", "CUDA runtime error", "cudaError", "CUDA_ERROR_", "Cuda error", "Cuda driver error", "Cuda runtime error",
                   "CUDA Error", "CUDA ERROR", "CUDA driver Error", "CUDA runtime Error", "CUDA driver ERROR", "CUDA runtime ERROR")),
     Rule("accelerator-error-line",
          _r(r"(?P<msg>(?<![\w.])(?P<exc>(?:ROCm|HIP|CANN|MUSA|SYCL) error): \S.*)$"),
@@ -508,7 +522,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "run.sh: line 3:  4242 Killed                  python3 -m vllm.entrypoints.openai.api_server",
          "a shell reports a job ended by SIGKILL (the host OOM killer, a scheduler) or by abort() "
          "(after a C++ exception, an assertion): the reason is printed before it, if anywhere",
-         exception="signal", role="confirmation", kind="signal", anchors=("Killed", "Aborted", "killed", "abort")),
+         exception="signal", role="confirmation", kind="signal", anchors=("Killed", "Aborted", "killed", "abort", "IOT instruction")),
     Rule("systemd-service-signal",
          _r(r"(?P<msg>(?:\S+\.service: )?[Mm]ain process exited, code=(?:killed|dumped), status=(?P<signal>\d+)/\w+.*)$"),
          "ollama.service: Main process exited, code=killed, status=9/KILL",
@@ -616,6 +630,18 @@ ERROR_LINES: tuple[Rule, ...] = (
          "13, 31: a kernel's bad access or an engine exception): the process's CUDA error or crash after it is "
          "its consequence",
          exception="NVIDIA Xid error", role="root", kind="native", anchors=("NVRM: Xid",)),
+    Rule("android-tombstone-signal",
+         _r(r"^(?P<msg>signal (?P<signal>\d+) \(SIG[A-Z]+\), code -?\d+ \(\w+\), fault addr\b.*)$"),
+         "signal 11 (SIGSEGV), code 1 (SEGV_MAPERR), fault addr 0x0000000000001160",
+         "Android's crash dump (a tombstone, or debuggerd's report in logcat) names the signal a native crash "
+         "died of; the backtrace after it says where",
+         exception="signal", role="root", kind="signal", anchors=("fault addr",)),
+    Rule("amdgpu-page-fault",
+         _r(r"(?P<msg>(?:amdgpu [\w:.]+: (?:amdgpu: )?)?\[\w+\] (?:(?:no-)?retry )?page fault \(src_id:.*)$"),
+         "amdgpu 0000:03:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:40 vmid:8 pasid:32781)",
+         "the AMD GPU driver reports a kernel's access to memory it does not map (the HIP counterpart of "
+         "an illegal memory access; the process's HIP error or abort after it is its consequence)",
+         exception="GPU page fault", role="root", kind="native", anchors=("page fault (src_id",)),
     Rule("intel-gpu-runtime-abort",
          _r(r"^(?P<msg>Abort was called at \d+ line in file:.*)$"),
          "Abort was called at 63 line in file:",
@@ -663,10 +689,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "DeepSpeed, mpirun and TGI report a child killed by a signal (9: usually the host OOM killer)",
          exception="signal", role="confirmation", kind="signal", anchors=("return code = -", "exited on signal", "with signal")),
     Rule("ray-memory-pressure",
-         _r(r"^(?P<msg>.*?(?:killed due to memory pressure \(OOM\)|Memory on the node .{0,400}? was \d+(?:\.\d+)?GB / \d+(?:\.\d+)?GB).*)$"),
+         _r(r"^(?P<msg>.*?(?:killed due to memory pressure \(OOM\)|Memory on the node .{0,400}? was \d+(?:\.\d+)?GB / \d+(?:\.\d+)?GB"
+            r"|the out of memory issue: \S+/ray-oom-prevention\b).*)$"),
          "(raylet) [2024-05-01 10:00:00,000 E 123 123] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node",
-         "Ray's memory monitor killed a worker: the host ran out of memory",
-         exception="SIGKILL", role="confirmation", kind="oom_kill", anchors=("memory pressure", "Memory on the node")),
+         "Ray's memory monitor killed a worker: the host ran out of memory (the link its report ends with "
+         "says so where an excerpt cut the report's head)",
+         exception="SIGKILL", role="confirmation", kind="oom_kill", anchors=("memory pressure", "Memory on the node", "ray-oom-prevention")),
     Rule("tensorrt-error",
          _r(r"^(?:\[TRT\] \[E\] |\[E\] (?:\[TRT\] )?(?:Error\[\d+\]: )?)(?P<msg>.+)$"),
          "[TRT] [E] 6: The engine plan file is generated on an incompatible device, expecting compute 8.0 got compute 8.9, please rebuild.",
@@ -759,6 +787,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "ROCm's runtime (HSA) reports a kernel's bad GPU memory access and aborts the process: AMD's "
          "illegal memory access, printed without the process's prefix and with no Python traceback",
          exception="GPU memory access fault", role="root", kind="native", anchors=("Memory access fault by GPU",)),
+    Rule("hsa-memory-critical-error",
+         _r(r"(?P<msg>Memory critical error by agent node-\d+\b.*)$"),
+         "Memory critical error by agent node-0 (Agent handle: 0x4694bee0) on address 0x47934000. Reason: Memory in use.",
+         "ROCm's runtime (HSA) reports a fatal memory error of a GPU agent (the sibling of its memory access "
+         "fault, from the same handler) and aborts the process",
+         exception="GPU memory critical error", role="root", kind="native", anchors=("Memory critical error by agent",)),
     Rule("gpu-call-macro-failure",
          _r(r"(?P<msg>(?:\S+\.(?:cpp|cu|cc|hip|h):\d+ )?fail(?:ed)? to call \S.*?\[(?P<exc>HIP error|CUDA error)\].*)$"),
          "[AITER] /aiter/jit/build/blob/asm_fmha_fwd_v3_gfx942.cpp:141 fail to call hipModuleLaunchKernel(kernel_func, gdx, gdy, gdz, bdx, 1, 1, 0, s.stream_id_, NULL, args) ---> [HIP error](invalid resource handle)",
@@ -833,9 +867,9 @@ ERROR_LINES: tuple[Rule, ...] = (
                                                                      "ErrorMemoryMapFailed", "ErrorFeatureNotPresent", "ErrorIncompatibleDriver",
                                                                      "ErrorTooManyObjects", "ErrorFormatNotSupported", "ErrorUnknown", "VK_ERROR_")),
     Rule("absl-failure-signal",
-         _r(r"(?P<msg>\*\*\* (?P<exc>SIG[A-Z]+) received at time=\d+.*)$"),
+         _r(r"\*\*\* (?P<msg>(?P<exc>SIG[A-Z]+) received at time=\d+.*?)(?:\s*\*\*\*)?\s*$"),
          "*** SIGSEGV received at time=1722289279 on cpu 61 ***",
-         "abseil's failure signal handler (Ray, gRPC, TensorFlow): a native crash",
+         "abseil's failure signal handler (Ray, gRPC, TensorFlow): a native crash; the banner's asterisks are no words of it",
          exception="SIGSEGV", role="root", kind="signal", anchors=("received at time=",)),
     *(Rule(f"windows-{name.replace(' ', '-')}",
            _r(rf"^(?P<msg>Exception {code} .*)$"),
@@ -843,6 +877,14 @@ ERROR_LINES: tuple[Rule, ...] = (
            f"Go's runtime on Windows reports a native exception ({name}) in a loaded library (ollama's runner)",
            exception=f"Windows {name}", role="root", kind="signal", anchors=(f"Exception {code}",))
       for code, name in _WINDOWS_EXCEPTIONS.items()),
+    *(Rule(f"windows-exit-{name.replace(' ', '-')}",
+           _r(rf"(?P<msg>.*\bexit (?:status|code):? {code}\b.*)$"),
+           f"llama.cpp terminated unexpectedly: llama.cpp exit status: exit status {code}",
+           f"a process on Windows exited with the status of a native exception or a loader failure ({name}): "
+           "Go's exec and the launchers built on it print it as the exit status, a report of how it ended "
+           "(an abort() exits as a stack buffer overrun): what it printed before it, if anything, says why",
+           exception=f"Windows {name}", role="confirmation", kind="signal", anchors=(f"exit status {code}", f"exit code {code}"))
+      for code, name in {**_WINDOWS_EXCEPTIONS, **_WINDOWS_LOADER_STATUS}.items()),
     Rule("linker-error",
          _r(r"(?<!\S)(?P<msg>(?:[\w.+-]*/)*ld(?:\.\w+)?: (?:cannot find -l\S+.*|.*?undefined reference to .+))$"),
          "/usr/bin/ld: cannot find -lcurand: No such file or directory",

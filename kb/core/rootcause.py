@@ -393,6 +393,14 @@ def unstated_error(line_number: int, text: str) -> str:
             "above and below it (the whole traceback, from its first line to the exception line).")
 
 
+def native_stack_only(line_number: int, text: str) -> str:
+    """What to tell a person when the log holds a native crash's stack but not the line
+    above it that says what crashed (a signal, an abort, a C++ exception)."""
+    return (f"the cause was not captured in this log: line {line_number} begins a native stack ({text}) "
+            "but the line that says what crashed (the signal, abort or C++ exception printed above the "
+            "stack) is not in this excerpt. Include the lines above it.")
+
+
 def log_ends_early(phase: str, line_number: int, text: str) -> str:
     """What to tell a person when a launch's log holds no error at all: it was cut (or
     the process was killed) before the error was printed; say where it stops."""

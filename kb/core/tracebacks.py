@@ -132,6 +132,10 @@ class Extractor:
     # many there were: the one such line of a log without any error is that error
     statement: Found | None = None
     statements: int = 0
+    # the first native stack (NATIVE_STACK_FRAMES frames in a row, any native format) and where
+    # it began: in a log without any error, the line that said what crashed was cut above it
+    native_stack: tuple[int, str] | None = None
+    _stack_run: tuple[int, int, int, str] = (0, 0, 0, "")  # the run of native frames being read: last line, frames, first line and text
     # the last WARNING lines that state a failure in words: in a log without any error, those
     # among its last lines are its error (Ray's "Failed to connect to GCS ... within 5 seconds")
     warned: deque[Found] = field(default_factory=lambda: deque(maxlen=_WARNED_KEPT))
@@ -778,7 +782,7 @@ class Extractor:
         """faulthandler prints the crashing thread's stack after 'Fatal Python error':
         frames most recent first, until a blank line. abseil's handler prints native
         frames after '*** SIGSEGV received ***' the same way, and so does a handler that
-        prints backtrace_symbols() (UCX's): they join the signal."""
+        prints backtrace_symbols() (UCX's), and Android's crash dump: they join the signal."""
         body = line.body.strip()
         native = P.NATIVE_FRAME.match(body) if body[:1] in "@P" else None
         symbol = P.BACKTRACE_SYMBOL.match(body) if native is None and body[-1:] == "]" and "(" in body else None
@@ -786,6 +790,11 @@ class Extractor:
             native = P.ADDRESS_SYMBOL.match(body)
             if native is None and (boost := P.BOOST_FRAME.match(body)) is not None:
                 symbol = boost  # boost names the function whole, "(anonymous namespace)" and all
+        elif native is None and symbol is None and body[:1] == "#" and " pc " in body[:12]:
+            symbol = P.ANDROID_FRAME.match(body)
+        if self.native_stack is None and (native is not None or symbol is not None or (
+                body[:1] in _FRAME_NUMBER_START and P.NUMBERED_FRAME.match(body) is not None)):
+            self._native_frame(line.number, body)
         if native is not None or symbol is not None:
             last = next((f for f in reversed(self.found[-3:]) if f.event.kind == "signal"), None)
             if last is not None and line.number - (last.event.line_number or 0) <= _MAX_FRAMES + _MAX_REGISTER_LINES:
@@ -811,6 +820,19 @@ class Extractor:
                 self.faulthandler = Found(ErrorEvent("", ""))  # another thread's stack: skip it
             return True
         return False
+
+
+    def _native_frame(self, number: int, body: str) -> None:
+        last, frames, first, text = self._stack_run
+        if not frames or number != last + 1:
+            frames, first, text = 0, number, body[:160]
+        self._stack_run = (number, frames + 1, first, text)
+        if frames + 1 == NATIVE_STACK_FRAMES:
+            self.native_stack = (first, text)
+
+
+NATIVE_STACK_FRAMES = 3
+_FRAME_NUMBER_START = frozenset("#0123456789")
 
 
 def native_symbol(text: str) -> str:
@@ -857,7 +879,7 @@ def _signal_name(groups: dict) -> str:
     return _SIGNALS.get(number, f"signal {number}")
 
 
-_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT",
+_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT", "iot instruction": "SIGABRT",
                  "bus error": "SIGBUS", "floating point exception": "SIGFPE", "hangup": "SIGHUP",
                  "illegal hardware instruction": "SIGILL", "illegal instruction": "SIGILL",
                  "general protection fault": "SIGSEGV", "segfault": "SIGSEGV", "invalid opcode": "SIGILL",
@@ -1073,6 +1095,8 @@ def _starts_structure(stripped: str) -> bool:
     if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
                             "stack backtrace:", "note: run with `RUST_BACKTRACE", '{"')):
         return True  # ... or the next record of a JSON-lines log
+    if stripped == '"""':
+        return True  # the quotes a remote traceback's text closes with (multiprocessing's RemoteTraceback)
     if stripped[:1] in "$>(" and _SHELL_PROMPT.match(stripped):
         return True  # the next command a pasted terminal session ran
     if _WARNING_LINE.match(stripped) or _PROGRESS_BAR.search(stripped) or _OTHER_WRITER.match(stripped):
