@@ -167,6 +167,7 @@ class Extractor:
         for found in self.found:  # messages are complete only now (continuation lines)
             _unwrap_validation_error(found.event)
             _unwrap_relayed_repr(found.event)
+            _unwrap_carried_error(found.event)
             _assert_statement(found.event)
         return self.found
 
@@ -545,6 +546,8 @@ class Extractor:
             return
         if stripped.startswith("Exception raised from ") and self._c10_message(line, stream, stripped):
             return
+        if stripped.startswith("Exception caught at file:") and self._caught_what(line, stream):
+            return
         if stripped.startswith("Exception ignored in"):
             stream.pending_header = stripped
             return
@@ -643,6 +646,21 @@ class Extractor:
             self.statements += 1
             if self.statement is None:
                 self.statement = _line_as_error(line, stripped)
+
+    def _caught_what(self, line: LogLine, stream: _Stream) -> bool:
+        """A C++ catch that prints what() and then, on a line of its own, where it caught it
+        (ggml-sycl's SYCL_CHECK: "Native API failed. Native API returns: 20
+        (UR_RESULT_ERROR_DEVICE_LOST)", then "Exception caught at file:..."): the line just
+        above is the exception, what the macro's "SYCL error" after it reports. (Glued on one
+        line, the exception-caught-at rule reads it.)"""
+        message = stream.before
+        if not message or not _says_something(message) or message.startswith(("Exception", "SYCL error")):
+            return False
+        event = ErrorEvent(exception="sycl::exception", message=message, process=_label(line),
+                           line_number=line.number - 1, kind="cpp",
+                           reason="a C++ catch printed this exception's what(), then where it caught it")
+        self._add(stream, Found(event, line.level, line.timestamp, line.record))
+        return True
 
     def _c10_message(self, line: LogLine, stream: _Stream, stripped: str) -> bool:
         """A c10::Error's text ends with 'Exception raised from f at file:line (most recent
@@ -1157,6 +1175,26 @@ def _unwrap_relayed_repr(event: ErrorEvent) -> None:
         event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
         event.frames = [*event.frames, *compiled_kernel(event.message)]
         event.exception, event.message = match["exc"], _unescaped(match["repr"])
+
+
+# "<what> failed: RuntimeError: <text>": a wrapper's words, then the error it caught, typed
+_CARRIED_ERROR = lazy(r"^(?P<lead>[^:\n]{3,80}? (?:failed|error)(?: with(?: error| exception)?)?): "
+                      r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*): (?P<msg>\S[^\n]*)")
+
+
+def _unwrap_carried_error(event: ErrorEvent) -> None:
+    """An exception raised with the error it caught in its message, type and all
+    (SGLang's `Exception: Capture cuda graph failed: RuntimeError: Cannot call
+    CUDAGeneratorImpl::current_seed during CUDA graph capture.`): the caught error is
+    what a person fixes, the same crash its own traceback shows where the log has it."""
+    if event.kind != "python" or event.truncated:
+        return
+    match = _CARRIED_ERROR.match(event.message)
+    if match is None or not _looks_like_exception(match["exc"], in_traceback=False):
+        return
+    event.reason = event.reason or f"caught and carried in the message of {event.exception}: {match['lead']}"
+    event.exception = match["exc"]
+    event.message = event.message[match.start("msg"):]
 
 
 # Triton's CompilationError: "at <line>:<col>:", then the kernel's source up to there; at
