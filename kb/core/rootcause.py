@@ -141,7 +141,7 @@ def choose(found: list[Found], benign: bool = True,
                    and g.first.event.kind == "python" and (g.first.event.line_number or 0) < line]
         if printed:
             best = printed[-1]
-    if best.tier == "symptom":
+    if best.tier == "symptom" and best is not stated:
         # A typed exception set aside only by its chain (not a known wrapper) still names a cause.
         typed = next((g for g in ranked if g.first.event.kind == "python" and g.tier != "benign"
                       and g.first.event.message.strip()
@@ -154,7 +154,7 @@ def choose(found: list[Found], benign: bool = True,
     root = _as_event(best)
     root.role = "root"
     root.confidence = _confidence(best, ranked, scores)
-    if best.tier not in ("root-traceback", "root-line", "root-rule"):
+    if best.tier not in ("root-traceback", "root-line", "root-rule") and best is not stated:
         root.reason = f"{best.reason}; chosen because no stronger candidate was found"
     symptoms = [_as_event(g) for g in groups if g is not best and g.tier != "benign"]
     symptoms.sort(key=lambda e: e.line_number or 0)
@@ -296,12 +296,16 @@ def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
         return None
     end = max(best.first.end_line, event.line_number or 0)
     stated = _next_of_stream(best, groups, end)
-    if (stated is None or not stated.tier.startswith("root")
+    # (what a one-line introduction introduces is what was raised, even an error that
+    # otherwise only reports another's failure: a compiler's exit, the build's own words cut)
+    if (stated is None or not (stated.tier.startswith("root") or one_line and stated.tier == "symptom")
             or stated.first.event.kind == "python" and not one_line
             or (stated.first.event.line_number or 0) - end > _INTRODUCED_WITHIN):
         return None  # the next error of its process is not the text right below it
     if not stated.first.event.frames:
         stated.first.event.frames = event.frames
+    if not stated.tier.startswith("root"):
+        stated.reason = f"what {event.exception.rpartition('.')[2]}'s \"{lines[-1].strip()[-60:]}\" introduces"
     return stated
 
 
