@@ -635,8 +635,10 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
             elif text[:2] == "..":
                 _glued_dots(out)
             elif text[:2] == "**" and _BOLD_LINE.match(text):
-                # a line a reporter set in bold to point at it: **RuntimeError: Broken pipe**
+                # a line a reporter set in bold to point at it: **RuntimeError: Broken pipe**,
+                # capture prefix and all (`**vllm-1  | ERROR ...**`): peeled inside the bold
                 out.text = text[2:text.rstrip().rindex("**")]
+                continue
             elif text[:1] == "`" and out.layers:
                 out.text = _unticked(text)  # behind a capture's prefix as without it
             return out

@@ -125,6 +125,14 @@ def choose(found: list[Found], benign: bool = True,
         groups.append(missing)
         scores[id(missing)] = _score(missing)
         best = missing
+    if best.first.event.kind == "cpp":
+        # An uncaught C++ error after a wrapper of its stream already quoted the failure
+        # (vLLM's "Worker failed with error '...'", then c10's "Trying to free a pointer not
+        # allocated here" as the process exits): the process tearing down; the quote is the cause
+        quoted = next((q for g in ranked if g.tier == "symptom" and g.first.key == best.first.key
+                       and _line(g) < _line(best) and (q := _quoted_cause(g)) is not None), None)
+        if quoted is not None:
+            return quoted, _set_aside(ranked)
     if best.tier in ("truncated", "log_error"):
         # A traceback cut before its exception line, and a wrapper quoting an error: the
         # quote is what the log kept of that exception (vLLM's "Worker failed with error '...'");
