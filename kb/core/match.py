@@ -53,9 +53,10 @@ _CODE_SLOTS = (
     # an HTTP status says what the server refused: a token (401), a gated repo (403), a
     # missing file (404), an outage (5xx)
     ("HTTP status", re.compile(r"\b(?:([1-5]\d\d) (?:Client|Server) Error|HTTP Error ([1-5]\d\d))\b")),
-    # a runtime's numeric error code (Ascend ACL's "error code:507035", a driver's status):
-    # one stream synchronize failing with 507035 and one with 507018 failed differently
-    ("error code", re.compile(r"\berror code\s*[:=]?\s*(-?\d+)\b", re.I)),
+    # a runtime's numeric error code (Ascend ACL's "error code:507035" or "runtime result =
+    # 507018", a driver's "result=1" or "status=4", SYCL's "Native API returns: 20"): one
+    # stream synchronize failing with 507035 and one with 507018 failed differently
+    ("error code", re.compile(r"\b(?:error code\s*[:=]?|result\s*=|returns:|status\s*[:=])\s*(-?\d+)\b", re.I)),
     # the library the loader could not open is what is missing (libcuda: no driver; libcudart:
     # no CUDA runtime of that major), however alike the rest of the sentence
     ("shared library", re.compile(r"\b(lib[\w+-]+)(?:\.so[\w.]*)?: cannot open shared object file")),

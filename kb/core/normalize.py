@@ -105,11 +105,13 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "a timeout of a communicator's first collective says it never worked (network, P2P, "
                "topology); of a later one, that the ranks fell out of step: kept apart from other numbers"),
     Normalizer("number", lazy(r"(?<![\w.-])(?<!HTTP Error )(?<!status code )(?<!status code: )"
-                              r"(?<!rror code )(?<!rror code:)(?<!rror code: )(?<!rror code=)[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+                              r"(?<!rror code )(?<!rror code:)(?<!rror code: )(?<!rror code=)"
+                              r"(?<!result = )(?<!result=)(?<!returns: )(?<!status=)(?<!status: )[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
                               r"(?![\w])(?! (?:Client|Server) Error)"), "<n>", "(got `num_heads`: 71 and `num_shards`: 2",
                "counts, pids, lengths and line numbers vary between runs (names such as EAGLE-3 keep theirs); "
                "an HTTP status ('401 Client Error', 'status code 404') says what the server refused, and a "
-               "runtime's error code ('ACL stream synchronize failed, error code:507035') what failed: they stay"),
+               "runtime's error code ('ACL stream synchronize failed, error code:507035', 'runtime result = "
+               "507018', 'CUresult error result=1', 'Native API returns: 20', 'status=4') what failed: they stay"),
     Normalizer("whitespace", lazy(r"\s+"), " ", "a\n  b", "line wrapping differs"),
 )
 

@@ -349,6 +349,21 @@ def test_a_runtimes_error_code_tells_two_failures_apart():
     assert score(first, dataclasses.replace(first), WEIGHTS).status == "known"
 
 
+@pytest.mark.parametrize("printed", [
+    "EH9999: wait for compute device to finish failed, runtime result = {}.",
+    "[torch_memory_saver.cpp] CUresult error  result={} file=csrc/torch_memory_saver.cpp func=resume line=214",
+    "Native API failed. Native API returns: {} (see the runtime's result code)",
+    "nrt_tensor_allocate status={} message=\"Allocation Failure\"",
+])
+def test_a_result_code_printed_in_any_form_tells_two_failures_apart(printed):
+    """A runtime's result or status code is what failed, whatever word introduces it
+    (CANN's "runtime result = 507018", a driver's "result=1", SYCL's "returns: 20")."""
+    first, other = (_crash("RuntimeError", printed.format(code)) for code in ("507018", "507013"))
+    assert "507018" in first.message_template
+    assert score(first, other, WEIGHTS).status != "known"
+    assert score(first, dataclasses.replace(first), WEIGHTS).status == "known"
+
+
 def test_the_shared_library_the_loader_cannot_open_tells_two_crashes_apart():
     """libcuda.so missing (no driver in the container) and libcudart.so missing (no CUDA
     runtime of that major) read alike and are fixed apart."""
