@@ -3,7 +3,6 @@ dropped; and `kb run` stays small in memory whatever its command prints."""
 
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 import time
@@ -30,21 +29,29 @@ def test_an_excerpt_keeps_whole_lines_of_the_head_and_the_tail(tmp_path):
     assert text.index(lines[1]) < text.index(marker) < text.index(lines[-2])
 
 
-def _run(args: list[str], env: dict[str, str], timeout: float) -> tuple[subprocess.CompletedProcess, int]:
+# Runs a command, then writes the peak RSS (KiB) of the largest process it waited for to the
+# file its first argument names. A process of its own: RUSAGE_CHILDREN of the test's process
+# holds every child any earlier test waited for (a server, a browser), not kb run alone.
+_PEAK_OF = ("import pathlib, resource, subprocess, sys\n"
+            "code = subprocess.call(sys.argv[2:])\n"
+            "pathlib.Path(sys.argv[1]).write_text(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+            "sys.exit(code)\n")
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float, tmp_path: Path) -> tuple[subprocess.CompletedProcess, int]:
     """`kb run ...` with its output discarded; the peak RSS (KiB) of the largest process
-    the test waited for (kb run itself: the fake launch's processes are smaller)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run([*KB, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, timeout=timeout)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return done, max(peak, before)
+    it ran as (kb run itself: the fake launch's processes are smaller)."""
+    peak = tmp_path / "peak-rss-kib"
+    done = subprocess.run([sys.executable, "-c", _PEAK_OF, str(peak), *KB, *args], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=timeout)
+    return done, int(peak.read_text())
 
 
-def test_a_launch_log_over_the_limit_reaches_the_kb_as_head_and_tail(kb_env, standin):
+def test_a_launch_log_over_the_limit_reaches_the_kb_as_head_and_tail(kb_env, standin, tmp_path):
     server = standin()
     env = {**kb_env, "KB_UPLOAD_MAX_MB": "1"}
     done, _ = _run(["run", "--server", server.url, "--", sys.executable, str(FAKE_LAUNCH), "crash",
-                    "--flood", "24"], env, timeout=120)
+                    "--flood", "24"], env, timeout=120, tmp_path=tmp_path)
     assert done.returncode == 1, done.stderr.decode()[-2000:]
     assert "sending its head and tail" in done.stderr.decode()
     [upload] = server.uploads()
@@ -64,7 +71,8 @@ def test_kb_run_memory_stays_bounded_on_a_huge_output_and_a_hang(kb_env, standin
     env = {**kb_env, "KB_UPLOAD_MAX_MB": "8"}
     started = time.monotonic()
     done, peak_kib = _run(["run", "--server", server.url, "--hang-timeout", "1", "--kill-grace", "2", "--",
-                           sys.executable, str(FAKE_LAUNCH), "hang", "--flood", "1024"], env, timeout=600)
+                           sys.executable, str(FAKE_LAUNCH), "hang", "--flood", "1024"], env, timeout=600,
+                          tmp_path=tmp_path)
     assert done.returncode == 124, done.stderr.decode()[-2000:]
     [upload] = server.uploads()
     assert "torch.OutOfMemoryError" in upload["log"] and "cut here" in upload["log"]
