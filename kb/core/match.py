@@ -467,7 +467,13 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         parts = _CRASH_SITE if site_is_identity else _WITH_FRAMES
         core = parts["exception"] * exc + parts["message"] * msg + parts["frames"] * frames
         generic = _generic(query.message_template) or _builtin_text(query, candidate)
-        if not site_is_identity and not generic:
+        # a kernel's fault reported at the next sync names no kernel: the frames are where it
+        # surfaced, and two that surfaced in other code are not known to be one crash
+        unnamed_fault = names_no_kernel(query.message_template) or names_no_kernel(candidate.message_template)
+        if unnamed_fault and frames < _FRAMES_APART and not site_is_identity:
+            core = min(core, KNOWN_THRESHOLD - 1)
+            explanation.append("a kernel's fault or limit that surfaced in other code: at most similar")
+        elif not site_is_identity and not generic:
             # frames only ever help: engines move code between versions
             core = max(core, _WITHOUT_FRAMES["exception"] * exc + _WITHOUT_FRAMES["message"] * msg)
         if generic and frames < _FRAMES_APART:

@@ -214,12 +214,12 @@ PREFIXES: tuple[Prefix, ...] = (
     # error's own tags ("[TensorRT-LLM][ERROR] ...") are no head.
     Prefix("bracket-fields", _r(r"^(?=(?:\[[^\[\]]{1,60}\] ?){0,5}\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\])"
                                 r"(?:\[(?:(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
-                                r"|(?P<level>" + _PIPE_LEVELS + r"|[DIWEF])"
+                                r"|(?P<level>" + _BRACKET_LEVELS + r"|SUCCESS|[DIWEF])"
                                 r"|[^\[\]\s][^\[\]]{0,59})\] ?){2,6}(?:(?:>{1,3}|-|:|\|) )?"),
            "[2024-04-17 20:07:13,727] [ERROR] [MainThread] [asyncio] >>> AssertionError",
            "a logger whose format is bracketed fields ('[%(asctime)s] [%(levelname)s] [%(threadName)s] "
-           "[%(name)s] >>> %(message)s', Docker Model Runner's '[<RFC 3339>][component][W] '), in any order, "
-           "one of them a time; a level may be its initial",
+           "[%(name)s] >>> %(message)s', Docker Model Runner's '[<RFC 3339>][component][W] ', spdlog's "
+           "'[time] [logger] [error] '), in any order, one of them a time; a level may be its initial",
            header=True, starts="["),
     Prefix("iso", _r(r"^(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?)\s+(?:[-|>]{1,3}\s+)?"
                      r"(?:(?:(?:[-|]\s+)?(?:\d+|[\w.-]{1,60}|\[[^\[\]]{1,60}\])\s+){0,3}?(?:[-|]\s+)?"
@@ -449,10 +449,11 @@ ERROR_LINES: tuple[Rule, ...] = (
          "failed and the condition: the condition names what does not fit",
          exception="Assertion failed", role="root", kind="cpp", anchors=(", condition: ",)),
     Rule("glibc-assert",
-         _r(r"(?<!\S)(?P<msg>(?:[^\s:]+: )?[^\s:]+\.\w+:\d+: .{1,400}?: Assertion [`'].+['`] failed\.)"),
+         _r(r"(?<!\S)(?P<msg>(?:[^\s:]+: )?[^\s:]+\.\w+:\d+(?:: .{1,400}?:|:?\s+) ?Assertion [`'].+['`] failed(?:\.|\s*$))"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
          "glibc's assert(): program, file:line, function, condition; the process aborts next (the "
-         "program's name may have been read as the stream's label)",
+         "program's name may have been read as the stream's label); UCX's own assert prints "
+         "file:line and the condition (`proto_select.c:549  Assertion `...' failed`)",
          exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",)),
     Rule("nccl-watchdog-timeout",
          _r(r"(?P<msg>(?:\[Rank \d+\] )?Watchdog caught collective operation timeout.*)$"),

@@ -87,7 +87,8 @@ def parse_line(number: int, raw: str | Peeled, profile: Profile | None = None) -
 
 _LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL", "C": "CRITICAL", "WARN": "WARNING",
            "FATAL": "CRITICAL", "error": "ERROR", "Error": "ERROR", "fatal error": "CRITICAL", "fatal": "CRITICAL", "Fatal error": "CRITICAL",
-           "warning": "WARNING", "Warning": "WARNING", "info": "INFO", "debug": "DEBUG", "trace": "DEBUG",
+           "warning": "WARNING", "Warning": "WARNING", "warn": "WARNING", "Warn": "WARNING", "info": "INFO",
+           "Info": "INFO", "debug": "DEBUG", "Debug": "DEBUG", "trace": "DEBUG", "Trace": "DEBUG", "Critical": "CRITICAL",
            "critical": "CRITICAL", "SUCCESS": "INFO", "A": "CRITICAL", "V": "DEBUG", "D": "DEBUG",
            "TRC": "DEBUG", "DBG": "DEBUG", "INF": "INFO", "WRN": "WARNING", "ERR": "ERROR", "FTL": "CRITICAL", "PNC": "CRITICAL"}
 
