@@ -446,6 +446,9 @@ _WENT_ON = re.compile(r"\b(?:falling|fall(?:s|en)?) back to\b|\bretrying\b", re.
 _DEVICE_FAILURE = re.compile(r"out of memory|[Cc]uda failure|CUDA error|illegal memory access")
 _CONSTANT_ASSERT = re.compile(r"(?:\((?:false|0)\) failed|: (?:false|0))\s*$")
 _CODE_ONLY_FAILURE = re.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*-?\w+\.?\s*$")
+# a logged error whose last word is how a process ended ('"llama runner terminated"
+# error="exit status 2"'): the exit, where the runner's own words may come after it
+_EXIT_ONLY = re.compile(r"\b(?:exit (?:status|code)|exited with (?:status|code))\s*[:=]?\s*-?\w+[\"']?\s*$")
 _KIND_ONLY = re.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
 _VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
 
@@ -484,6 +487,8 @@ def _score(group: Group) -> float:
         score -= 10  # a peer that went away says less than a local failure among the cascade
     elif group.tier == "cascade" and _DEVICE_FAILURE.search(event.message):
         score += 10  # ... and the device failing under it ("Cuda failure 'out of memory'") most
+    if group.tier == "log_error" and _EXIT_ONLY.search(event.message):
+        score -= 10  # how a process ended says less than a line with its reason
     if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
         score += 10  # an ERROR line that names a real failure beats one that only reports
     if group.tier == "log_error" and group.first.introduces:
