@@ -211,7 +211,7 @@ class Analyzer:
             lines = lines[:-1]  # the last one may be cut
         self._profile = Profile.learn([line[:MAX_LINE] for line in lines[:HEAD_PROFILE_LINES]])
         self._scan.capture_prefix = self._capture_prefix if self._profile.captured else None
-        if self._profile.wrap_width or self._profile.inner_wrap_width:
+        if self._profile.wrap_width or self._profile.inner_wrap_width or self._profile.word_wrap_width:
             self._rejoiner = Rejoiner(self._profile)
 
     def _capture_prefix(self, raw: bytes) -> int:
@@ -284,7 +284,7 @@ class Analyzer:
         if self._previous_cut:  # the last page ended inside a line, counted there: not again
             self._lines_before -= 1
         self._previous_cut, self._page_cut = self._page_cut, False
-        if self._profile.wrap_width or self._profile.inner_wrap_width:
+        if self._profile.wrap_width or self._profile.inner_wrap_width or self._profile.word_wrap_width:
             # A terminal copy: anchors may be cut by the wrap, so every line is read (and
             # the stored log is redacted whole: a secret may be cut by the wrap too).
             ranges: list[tuple[int, int]] = [(begin, end)]

