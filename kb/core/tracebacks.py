@@ -135,7 +135,8 @@ class Extractor:
     # the first native stack (NATIVE_STACK_FRAMES frames in a row, any native format) and where
     # it began: in a log without any error, the line that said what crashed was cut above it
     native_stack: tuple[int, str] | None = None
-    _stack_run: tuple[int, int, int, str] = (0, 0, 0, "")  # the run of native frames being read: last line, frames, first line and text
+    # the run of native frames being read: its last line, how many, its first line and text
+    _stack_run: tuple[int, int, int, str] = (0, 0, 0, "")
     # the last WARNING lines that state a failure in words: in a log without any error, those
     # among its last lines are its error (Ray's "Failed to connect to GCS ... within 5 seconds")
     warned: deque[Found] = field(default_factory=lambda: deque(maxlen=_WARNED_KEPT))
@@ -839,7 +840,6 @@ class Extractor:
             return True
         return False
 
-
     def _native_frame(self, number: int, body: str) -> None:
         last, frames, first, text = self._stack_run
         if not frames or number != last + 1:
@@ -897,8 +897,8 @@ def _signal_name(groups: dict) -> str:
     return _SIGNALS.get(number, f"signal {number}")
 
 
-_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT", "iot instruction": "SIGABRT",
-                 "bus error": "SIGBUS", "floating point exception": "SIGFPE", "hangup": "SIGHUP",
+_SIGNAL_WORDS = {"killed": "SIGKILL", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT", "abort": "SIGABRT",
+                 "iot instruction": "SIGABRT", "bus error": "SIGBUS", "floating point exception": "SIGFPE", "hangup": "SIGHUP",
                  "illegal hardware instruction": "SIGILL", "illegal instruction": "SIGILL",
                  "general protection fault": "SIGSEGV", "segfault": "SIGSEGV", "invalid opcode": "SIGILL",
                  "divide error": "SIGFPE"}
