@@ -281,7 +281,7 @@ def _word_wrap_width(bodies: list[Peeled]) -> int | None:
                 or body.text[:2] == "  "  # a column layout (rich's logging handler): its own reading
                 or not starts_record(held.text) or starts_record(body.text) or same_head(held.text, body.text)):
             continue
-        if len(held.text.rstrip()) + 1 + len(following.split()[0]) > width:
+        if word_wrapped(held.text, following, width):
             wrapped += 1
         else:
             fitted += 1

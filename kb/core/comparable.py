@@ -95,13 +95,14 @@ def comparable(template: str) -> str:
 
 # A wrapper that quotes the error it caught, type and all: "Capture cuda graph failed:
 # RuntimeError: <text>", torch.compile's InternalTorchDynamoError whose text is
-# "RuntimeError: <text>". The quoted error is the crash, whichever wrapper carried it.
-_CARRIED_ERROR = re.compile(r"^(?:[^:'\"\n]{1,80}?: )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)|"
+# "RuntimeError: <text>". The quoted error is the crash, whichever wrapper carried it: the
+# matcher compares it, and the analyzer reports it where the wrapper's clause says it failed.
+CARRIED_ERROR = re.compile(r"^(?:(?P<lead>[^:'\"\n]{1,80}?): )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)|"
                            + STATUS_CODES + r"): (?P<msg>\S.*)", re.S)
 
 
 def carried_error(template: str) -> tuple[str, str] | None:
     """(type, text) of the typed error a message template carries at its head, after at
     most a short clause of the wrapper's own; None when it carries none."""
-    carried = _CARRIED_ERROR.match(template)
+    carried = CARRIED_ERROR.match(template)
     return (carried["exc"], carried["msg"]) if carried else None

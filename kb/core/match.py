@@ -445,6 +445,8 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         explanation.append(f"exception type differs ({query.exception} vs {candidate.exception})")
     explanation.append(f"message {msg:.0f}/100")
     site_is_identity = query.exception in CRASH_SIGNALS or candidate.exception in CRASH_SIGNALS
+    # a kernel's fault or limit names no kernel: like a signal's, where it surfaced tells crashes apart
+    unnamed_fault = names_no_kernel(query.message_template) or names_no_kernel(candidate.message_template)
     frames = 0.0
     if _VALUE_ONLY.match(query.message_template) and _VALUE_ONLY.match(candidate.message_template):
         # KeyError: 'qwen2' and KeyError: 'llama' from one lookup: the value is this run's
@@ -469,7 +471,6 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         generic = _generic(query.message_template) or _builtin_text(query, candidate)
         # a kernel's fault reported at the next sync names no kernel: the frames are where it
         # surfaced, and two that surfaced in other code are not known to be one crash
-        unnamed_fault = names_no_kernel(query.message_template) or names_no_kernel(candidate.message_template)
         if unnamed_fault and frames < _FRAMES_APART and not site_is_identity:
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("a kernel's fault or limit that surfaced in other code: at most similar")
@@ -490,7 +491,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
         elif _builtin_text(query, candidate):
             core = min(core, KNOWN_THRESHOLD - 1)
             explanation.append("CPython's own words, where raised unknown on one side: at most similar")
-        elif names_no_kernel(query.message_template) or names_no_kernel(candidate.message_template):
+        elif unnamed_fault:
             # a kernel's fault reported at the next sync, or its limit, names no kernel: like
             # a signal, where it surfaced is what tells two such crashes apart
             core = min(core, KNOWN_THRESHOLD - 1)

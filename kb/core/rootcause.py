@@ -129,8 +129,7 @@ def choose(found: list[Found], benign: bool = True,
         # An uncaught C++ error after a wrapper of its stream already quoted the failure
         # (vLLM's "Worker failed with error '...'", then c10's "Trying to free a pointer not
         # allocated here" as the process exits): the process tearing down; the quote is the cause
-        quoted = next((q for g in ranked if g.tier == "symptom" and g.first.key == best.first.key
-                       and _line(g) < _line(best) and (q := _quoted_cause(g)) is not None), None)
+        quoted = _first_quoted(ranked, before=best)
         if quoted is not None:
             return quoted, _set_aside(ranked)
     if best.tier in ("truncated", "log_error"):
@@ -355,8 +354,11 @@ def _only_wrappers(best: Group, ranked: list[Group]) -> tuple[ErrorEvent, list[E
     return wrapper, sorted((_as_event(g) for g in ranked if g is not best), key=lambda e: e.line_number or 0)
 
 
-def _first_quoted(ranked: list[Group]) -> ErrorEvent | None:
-    return next((q for g in ranked if g.tier == "symptom" and (q := _quoted_cause(g)) is not None), None)
+def _first_quoted(ranked: list[Group], before: Group | None = None) -> ErrorEvent | None:
+    """The first cause a wrapper quotes (with `before`: a wrapper of its stream printed before it)."""
+    return next((q for g in ranked if g.tier == "symptom" and (before is None or g.first.key == before.first.key
+                                                              and _line(g) < _line(before))
+                 and (q := _quoted_cause(g)) is not None), None)
 
 
 def _set_aside(ranked: list[Group]) -> list[ErrorEvent]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from kb.core import patterns as P
 from kb.core import scan
+from kb.core.comparable import CARRIED_ERROR
 from kb.core.lazyre import lazy
 from kb.core.records import LOGGED_ERROR, ErrorEvent, Frame
 from kb.core.split import LogLine
@@ -1177,9 +1178,8 @@ def _unwrap_relayed_repr(event: ErrorEvent) -> None:
         event.exception, event.message = match["exc"], _unescaped(match["repr"])
 
 
-# "<what> failed: RuntimeError: <text>": a wrapper's words, then the error it caught, typed
-_CARRIED_ERROR = lazy(r"^(?P<lead>[^:\n]{3,80}? (?:failed|error)(?: with(?: error| exception)?)?): "
-                      r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*): (?P<msg>\S[^\n]*)")
+# the wrapper's own clause before the error it carries says it failed ("Capture cuda graph failed")
+_FAILED_CLAUSE = lazy(r".{3,}? (?:failed|error)(?: with(?: error| exception)?)?$")
 
 
 def _unwrap_carried_error(event: ErrorEvent) -> None:
@@ -1189,8 +1189,8 @@ def _unwrap_carried_error(event: ErrorEvent) -> None:
     what a person fixes, the same crash its own traceback shows where the log has it."""
     if event.kind != "python" or event.truncated:
         return
-    match = _CARRIED_ERROR.match(event.message)
-    if match is None or not _looks_like_exception(match["exc"], in_traceback=False):
+    match = CARRIED_ERROR.match(event.message)
+    if match is None or not match["lead"] or not _FAILED_CLAUSE.match(match["lead"]):
         return
     event.reason = event.reason or f"caught and carried in the message of {event.exception}: {match['lead']}"
     event.exception = match["exc"]
