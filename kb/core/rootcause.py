@@ -453,6 +453,9 @@ _CODE_ONLY_FAILURE = re.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*
 _EXIT_ONLY = re.compile(r"\b(?:exit (?:status|code)|exited with (?:status|code))\s*[:=]?\s*-?\w+[\"']?\s*$")
 _KIND_ONLY = re.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
 _VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
+# Python's words for a None where an object was expected: what a creation that failed
+# elsewhere leaves behind (a thread's model instance, a client never connected)
+_NONE_USED = re.compile(r"^'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable|callable))")
 
 
 def _score(group: Group) -> float:
@@ -465,12 +468,16 @@ def _score(group: Group) -> float:
         # and nothing more) or pydantic's "1 validation error for ModelConfig" cut from its
         # details says less than the error printed beside it
         score -= 35
+    elif group.tier == "cascade" and event.message.strip() in ("", event.exception):
+        score -= 10  # a bare `EOFError` of a lost peer says less than a cascade that says what failed
     if group.tier.startswith("root") and event.exception == "GGML_ASSERT" and _CONSTANT_ASSERT.search(event.message):
         score -= 35  # GGML_ASSERT(false): an abort that states nothing; the line before it does
     elif group.tier.startswith("root") and _CODE_ONLY_FAILURE.search(event.message):
         score -= 10  # "... failed with status 5": a code, where the next line may say why
     if group.first.level == "WARNING" and group.tier != "confirmation":
         score -= 45  # (a process killed or signalled is final at whatever level its reporter logs it)
+    if group.tier.startswith("root") and _NONE_USED.match(event.message):
+        score -= 5  # ... so a peer's own failure (the allocation that failed) says why
     if group.first.in_traceback and not group.first.event.truncated:
         score += 5  # within a tier, a traceback says where; a bare line does not
     if event.kind == "log_error":

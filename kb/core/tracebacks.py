@@ -1109,10 +1109,16 @@ def _stated_in_header(header: str) -> str:
 _SHELL_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\$|>>>) \S")
 
 
+# The lines Python itself prints above a traceback it reports outside the main flow
+# (threading's excepthook, asyncio's handlers, atexit, unraisable errors)
+_PYTHON_REPORT_HEADS = ("Exception in thread ", "Exception in callback ", "Task exception was never retrieved",
+                        "Exception ignored", "Error in atexit._run_exitfuncs", "Error in sys.excepthook")
+
+
 def _starts_structure(stripped: str) -> bool:
     """A line that begins something new rather than continuing a message."""
-    if stripped.startswith(("Traceback", 'File "', "Exception ignored", "terminate called", "Process ",
-                            "stack backtrace:", "note: run with `RUST_BACKTRACE", '{"')):
+    if stripped.startswith(("Traceback", 'File "', "terminate called", "Process ",
+                            "stack backtrace:", "note: run with `RUST_BACKTRACE", '{"') + _PYTHON_REPORT_HEADS):
         return True  # ... or the next record of a JSON-lines log
     if stripped == '"""':
         return True  # the quotes a remote traceback's text closes with (multiprocessing's RemoteTraceback)
