@@ -107,10 +107,11 @@ ATOMS: tuple[Prefix, ...] = (
          "  | (EngineCore_DP0 pid=6804) ValueError: x",
          "docker compose / k8s viewers that leave a bare '| ' gutter (a row of an ASCII table, "
          "'| a | b |', is no gutter: split.py reads its last cell)", starts=" |"),
-    Prefix("ray-forward", lazy(r"^\((?P<stream>[^()\s]+(?: pid=\d+)?, ip=\d{1,3}(?:\.\d{1,3}){3}|raylet|gcs_server|autoscaler(?: \+[\dhms]+)?|dashboard[\w.]*)\) "),
+    Prefix("ray-forward", lazy(r"^\((?P<stream>[^()\s]+(?:\((?:[^()\s]|\([^()\s]*\))*\))*(?: pid=\d+)?, ip=\d{1,3}(?:\.\d{1,3}){3}|raylet|gcs_server|autoscaler(?: \+[\dhms]+)?|dashboard[\w.]*)\) "),
          "(RayWorkerWrapper pid=30507, ip=10.0.0.23) Traceback (most recent call last):",
          "Ray's log monitor forwards a remote actor's output (or a Ray component's: raylet, gcs_server, the "
-         "autoscaler's events with their time since start, '(autoscaler +13s)') to the driver",
+         "autoscaler's events with their time since start, '(autoscaler +13s)') to the driver; Ray Data "
+         "names an actor by the operators it runs: '(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=9, ip=...)'",
          starts="("),
     Prefix("srun-label", lazy(r"^(?P<stream>\d{1,5}): "),
          "3: Traceback (most recent call last):",

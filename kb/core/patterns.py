@@ -422,11 +422,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "the step, the banner's MPI_ERR_ line what went wrong; the job aborts after it",
          exception="MPI error", role="root", kind="cpp", anchors=("*** An error occurred in MPI_",)),
     Rule("ptxas-fatal",
-         _r(r"^(?P<msg>ptxas\s+(?:fatal|error)\s*: .+)$"),
+         _r(r"^(?P<msg>ptxas\s+(?:[^\s,;]+, line \d+; )?(?:fatal|error)\s*: .+)$"),
          "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
          "CUDA's PTX assembler (run by Triton and JIT builds) rejects its input, most often a GPU "
-         "architecture newer than the bundled ptxas; Triton raises it as PTXASError",
-         exception="PTXASError", role="root", kind="cpp", anchors=("ptxas fatal", "ptxas error")),
+         "architecture newer than the bundled ptxas; Triton raises it as PTXASError. A diagnostic "
+         "about the input names the place first ('ptxas /tmp/k.ptx, line 113; fatal   : Parsing error')",
+         exception="PTXASError", role="root", kind="cpp", anchors=("ptxas fatal", "ptxas error", "; fatal ", "; error ")),
     Rule("ray-placement-group-wait",
          _r(r"(?P<msg>Waiting for creating a placement group of specs for \d+ seconds\..*)$"),
          "Waiting for creating a placement group of specs for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` ...",
