@@ -164,11 +164,13 @@ class Profile:
     # the program wrapped its records at word boundaries to this width before the capture
     # prefixed each piece (rich or loguru's console inside a container)
     word_wrap_width: int | None = None
+    # the whitespace every line of the head opens with (see _common_indent)
+    indent: str = ""
 
     @classmethod
     def learn(cls, lines: list[str]) -> Profile:
         profile = cls()
-        profile._learn_heads(lines)
+        profile._learn_prefixes(lines)
         bodies = [peel(line, profile) for line in lines]
         profile.captured = any(body.layers for body in bodies)
         if profile.captured:
@@ -178,9 +180,9 @@ class Profile:
                 return profile
         profile.wrap_width = _wrap_width([shown(line) for line in lines], profile)
         if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
-            profile.heads, profile.head_names = [], []
+            profile.heads, profile.head_names, profile.indent = [], [], ""
             whole = list(rejoin(lines, profile.wrap_width))
-            profile._learn_heads(whole)
+            profile._learn_prefixes(whole)
             bodies = [peel(line, profile) for line in whole]
         if profile.captured:
             profile.word_wrap_width = _word_wrap_width(bodies)
@@ -193,6 +195,16 @@ class Profile:
         if self.word_wrap_width:
             out.append(f"word-wrapped at {self.word_wrap_width} columns inside the capture")
         return out + [f"repeated head {name}" for name in self.head_names]
+
+    def _learn_prefixes(self, lines: list[str]) -> None:
+        """The repeated heads, and the indent behind them (see _common_indent)."""
+        self._learn_heads(lines)
+        # outside the capture's prefixes, or inside them (a line a carriage return overwrote
+        # shows only its last redraw, without the indent)
+        self.indent = _common_indent(lines) or _common_indent(
+            [body.text for line in lines if not (body := peel(line, self)).dropped])
+        if self.indent:  # heads the indent hid (an indented paste of `host: ...` lines)
+            self._learn_heads(lines)
 
     def _learn_heads(self, lines: list[str]) -> None:
         """A head shape is learned when it starts most non-empty lines after the known
@@ -214,6 +226,16 @@ class Profile:
                 return  # the engine's own prefix: leave it to the engine prefixes
             self.heads.append(pattern)
             self.head_names.append(shape)
+
+
+def _common_indent(lines: list[str]) -> str:
+    """The whitespace that every non-blank line of the head opens with (behind the capture
+    prefixes already known): a log pasted as a markdown code block (four spaces) or
+    indented in a ticket or a mail, then perhaps captured again. Peeled as a capture
+    layer, it leaves the log's own indentation (a traceback's frames under its header)
+    as the program printed it."""
+    indents = [line[:len(line) - len(line.lstrip(" \t"))] for line in lines if line.strip()]
+    return os.path.commonprefix(indents) if indents else ""
 
 
 # A head: a short run without spaces (or with one, for `host 3:`) ending in a separator
@@ -654,6 +676,9 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
     heads = profile.heads if profile is not None else ()
     for _ in range(_MAX_LAYERS):
         text = out.text
+        if profile is not None and profile.indent and text.startswith(profile.indent) and "indent" not in out.layers:
+            out.text, out.layers = text[len(profile.indent):], out.layers + ("indent",)
+            continue
         atom_match = None
         for atom in _BY_FIRST.get(text[:1], _ANY_START):
             match = atom.pattern.match(text)

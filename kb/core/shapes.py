@@ -1,7 +1,8 @@
 """Re-capture a plain crash log the way a capture layer would have stored or printed it.
 
 Deployments hand logs over through docker, Kubernetes, journald, syslog, Slurm, MPI, Ray,
-coloured terminals, terminal copy-paste and quote-replies, and each layer adds its own prefix or envelope.
+coloured terminals, terminal copy-paste, quote-replies and indented pastes, and each layer
+adds its own prefix or envelope.
 Tests and `kb eval --shapes` run the analyzer on `recapture(log, shape)` for every shape in
 SHAPES to check that its answer does not depend on how the log was captured.
 
@@ -26,7 +27,7 @@ from kb.core.capture import ESCAPED_ESC, LOST_ESC
 
 SHAPES: tuple[str, ...] = (
     "compose", "docker-json", "cri", "kubectl-timestamps", "journald", "syslog-5424",
-    "syslog-3164", "srun", "mpirun", "ray", "quote", "ansi", "ansi-pasted", "crlf", "wrap-80", "wrap-120",
+    "syslog-3164", "srun", "mpirun", "ray", "quote", "indented", "ansi", "ansi-pasted", "crlf", "wrap-80", "wrap-120",
 )
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -236,6 +237,8 @@ _SHAPERS = {
                      else f"(RayWorkerWrapper pid={cap.pid}, ip={cap.ip}) {line}"),
     # quoted in a markdown reply (GitHub's "Quote reply", forums): an empty line is a bare '>'
     "quote": _per_line(lambda cap, line: f"> {line}" if line else ">"),
+    # pasted as a markdown code block by indentation (four spaces), or indented in a ticket or a mail
+    "indented": _per_line(lambda cap, line: f"    {line}" if line else line),
     "ansi": _per_line(_ansi),
     # the same colours pasted into a bug report or a web page, which drop the invisible ESC byte
     "ansi-pasted": _per_line(lambda cap, line: _ansi(cap, line).replace("\x1b", "")),

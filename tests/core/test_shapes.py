@@ -36,6 +36,8 @@ def first(shape, data=LINE + "\n", seed=0):
     ("srun", f"0: {LINE}"),
     ("mpirun", f"[1,0]<stdout>:{LINE}"),
     ("ray", f"(RayWorkerWrapper pid=12345, ip=10.0.0.5) {LINE}"),
+    ("quote", f"> {LINE}"),
+    ("indented", f"    {LINE}"),
     ("ansi", "\x1b[32mINFO\x1b[0m \x1b[90m05-01 12:00:00\x1b[0m \x1b[90m[api_server.py:1]\x1b[0m"
              " vLLM API server version 0.8.3"),
     ("crlf", f"{LINE}\r"),
