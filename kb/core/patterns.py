@@ -731,12 +731,22 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="dynamic loader error", role="root", kind="native", anchors=("Unable to load any of {",)),
     Rule("compiler-diagnostic",
          _r(r"^(?P<msg>nvcc (?:fatal|error)\s*: .+|[^\s:]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+){1,2}: (?:fatal )?error: .+"
+            # nvcc's front end (EDG): `x.cu(12): error: ...`, and its count of them when it gives up
+            r"|[^\s:]+\.(?:cu|cuh|h|hpp|cpp)\(\d+\): (?:catastrophic )?error: .+|\d+ errors? detected in the compilation of .+"
             r"|(?:cc1plus|cc1|gcc|g\+\+|c\+\+|clang(?:\+\+)?|collect2|ld): (?:fatal )?error: .+)$"),
          "nvcc fatal   : Unsupported gpu architecture 'compute_89'",
          "a compiler (or its driver: cc1plus, collect2) refused the code a JIT or extension build gave it (DeepSpeed ops, torch "
-         "cpp_extension, Triton's helpers): the build tool's failure below it is the consequence",
+         "cpp_extension, Triton's helpers, FlashInfer's JIT): the build tool's failure below it is the consequence",
          exception="compiler error", role="root", kind="native",
-         anchors=("nvcc fatal", "nvcc error", ": error: ", ": fatal error: ")),
+         anchors=("nvcc fatal", "nvcc error", ": error: ", ": fatal error: ", "): catastrophic error: ",
+                  " detected in the compilation of ")),
+    Rule("cmake-error",
+         _r(r"^(?P<msg>CMake Error(?: (?:at|in) [^:\s]+(?::\d+)?(?: \(\w+\))?)?:.*)$"),
+         "CMake Error at CMakeLists.txt:8 (project):",
+         "CMake could not configure a build (an extension or a wheel built from source: no CUDA "
+         "compiler found, a package missing); its text follows on the indented lines below; the "
+         "build tool's and pip's failures after it are the consequence",
+         exception="CMake Error", role="root", kind="native", anchors=("CMake Error",)),
     Rule("native-abort-at-source",
          _r(r"^(?:\[[^\]]*\] )?(?:[\w.+-]*[/\\])*[\w.+-]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp):\d+: (?P<msg>(?!warning|note|info)[^\n]*?\b(?:[Ff]ail(?:ed|ure|s)?|[Ee]rror|does not support|not supported|[Cc]annot|[Uu]nable|[Ii]nvalid|[Aa]bort(?:ed)?|out of memory|exceeds?|mismatch)\b.*)$"),
          "llama.cpp:11942: The current context does not support K-shift",
@@ -1081,20 +1091,24 @@ SYMPTOMS: tuple[Rule, ...] = (
          "Ray reports a dead actor; the actor's own traceback is the cause",
          anchors=('ctor died', 'RayActorError', 'ActorDiedError', 'Unhandled error', 'RayTaskError')),
     Rule("build-tool-failed",
-         _r(r"CalledProcessError: Command '\[?'?(?:\S*/)?(?:ninja|make|cmake|gcc|g\+\+|cc|c\+\+|nvcc|clang\+*|ld)\b[^\n]*returned non-zero exit status"
+         # (a CalledProcessError is a non-zero exit: the command names the build tool, however the line ends)
+         _r(r"CalledProcessError: Command '\[?'?(?:\S*/)?(?:ninja|make|cmake|gcc|g\+\+|cc|c\+\+|nvcc|clang\+*|ld)\b"
+            r"|Command '\[?'?(?:\S*/)?(?:ninja|make|cmake|gcc|g\+\+|cc|c\+\+|nvcc|clang\+*|ld)\b[^\n]*returned non-zero exit status"
             r"|Error building extension '|Error compiling objects for extension"),
          "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.",
          "a build tool (ninja, make, a compiler) failed: its own diagnostics above (nvcc fatal, "
          "file:line: error:) say why",
-         anchors=("returned non-zero exit status", "Error building extension", "Error compiling objects")),
+         anchors=("returned non-zero exit status", "CalledProcessError: Command '", "Error building extension",
+                  "Error compiling objects")),
     Rule("torch-child-failed", _r(r"ChildFailedError"),
          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
          "torchrun's summary of failed ranks; the rank's error (or signal) is the cause",
          anchors=('ChildFailedError',)),
-    Rule("sglang-scheduler-dead", _r(r"scheduler is dead|Scheduler hit an exception|Received sigquit from a child process|child process.*(?:died|crashed)"),
+    Rule("sglang-scheduler-dead", _r(r"scheduler (?:is dead|died during)|Scheduler hit an exception|Received sigquit from a child process|child process.*(?:died|crashed)"),
          "Rank 0 scheduler is dead. Please check if there are relevant logs.",
-         "SGLang's tokenizer manager notices the scheduler died",
-         anchors=('scheduler is dead', 'Scheduler hit an exception', 'Received sigquit', 'child process')),
+         "SGLang's tokenizer manager (or its launcher, 'Rank 0 scheduler died during initialization "
+         "(exit code: -3)') notices the scheduler died",
+         anchors=('scheduler is dead', 'scheduler died during', 'Scheduler hit an exception', 'Received sigquit', 'child process')),
     Rule("tgi-shard", _r(r"Shard \d+ (?:failed to start|crashed)|ShardCannotStart|Error when initializing model|Method Warmup encountered an error|Shard complete standard error output|WebserverFailed"),
          "Error: ShardCannotStart", "TGI's launcher reports the Python shard's failure (at start, or a crash while serving)",
          anchors=('Shard', 'Error when initializing model', 'Method Warmup', 'WebserverFailed')),
