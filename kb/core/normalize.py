@@ -68,9 +68,10 @@ MESSAGE_NORMALIZERS: tuple[Normalizer, ...] = (
                "does how a reporter hides their home ('~/', '/home/$USER/') or how far from the root a "
                "path is printed ('backends/src/lib.rs'); a code file's name (a compiled extension, a "
                "source file) says which library failed, so it stays, without its Python ABI tag"),
-    Normalizer("library-version", lazy(r"\b([\w+-]+\.so)(?:\.\d+)+"), r"\1",
-               "libcudart.so.12: cannot open shared object file",
-               "the library's soname version varies with the install; its name identifies the cause"),
+    Normalizer("library-version", lazy(r"\b([A-Za-z_][\w+-]*?)(?:\d+(?:\.\d+)+)?(\.so)(?:\.\d+)*\b"), r"\1\2",
+               "libpython3.10.so.1.0: cannot open shared object file",
+               "the library's soname version varies with the install, and so does a version its name "
+               "holds (libpython3.10); its name identifies the cause"),
     Normalizer("dotted-name", lazy(r"(?<!module named ')(?<!from ')(?<!module ')(?<!import )"
                                    r"(?<![\w.])(?:[a-z_]\w*(?:\.\w+){2,}\b|[a-z_]\w*\.(?:weight|bias)\b)"), "<name>",
                "weight model.layers.0.self_attn.q_proj.weight does not exist",

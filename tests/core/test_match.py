@@ -38,6 +38,11 @@ MUST_NOT_MERGE = [
      _crash("ValueError", "Total number of experts (64) must be divisible by expert parallel size (3).")),
     (_crash("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory"),
      _crash("ImportError", "libnccl.so.2: cannot open shared object file: No such file or directory")),
+    # a library whose name holds a version (no shared libpython) vs a plugin library never built
+    (_crash("ImportError", "libpython3.10.so.1.0: cannot open shared object file: No such file or directory",
+            engine="tensorrt-llm"),
+     _crash("OSError", "/usr/local/lib/python3.10/dist-packages/tensorrt_llm/libs/libnvinfer_plugin_tensorrt_llm.so: "
+                       "cannot open shared object file: No such file or directory", engine="tensorrt-llm")),
     (_crash("RuntimeError", "CUDA error: an illegal memory access was encountered"),
      _crash("RuntimeError", "CUDA error: no kernel image is available for execution on the device")),
     (_crash("ImportError", "/opt/venv/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
