@@ -834,6 +834,14 @@ ERROR_LINES: tuple[Rule, ...] = (
          "node1:4242:4300 [3] NCCL WARN Cuda failure 'out of memory'",
          "NCCL warnings usually follow an earlier trigger on some rank: a cascade",
          exception="NCCL error", role="cascade", kind="nccl", anchors=("NCCL WARN",)),
+    Rule("c10d-store-unreachable",
+         # (not its "has failed to connect to [localhost]:29500" warnings: each attempt of the retry loop)
+         _r(r"(?P<msg>(?:\[c10d\] )?The client socket has timed out after \S+ while trying to connect to .+)$"),
+         "[E socket.cpp:922] [c10d] The client socket has timed out after 1800s while trying to connect to (10.0.0.2, 29500).",
+         "a rank could not reach the rendezvous or weight-sync store (torch's TCPStore): a wrong or unreachable "
+         "MASTER_ADDR, a port a firewall closed, a container's bridge address; the collectives that wait "
+         "for this rank time out after it",
+         exception="c10d store unreachable", role="root", kind="cpp", anchors=("client socket has",)),
     Rule("nccl-call-failed",
          _r(r"(?P<msg>(?:\bnccl[A-Z]\w* failed|\bNCCL (?:error|failure)(?! in: )):? .*?\b(?:unhandled (?:cuda|system) error|"
             r"internal error|invalid (?:usage|argument)|remote process exited).*)$"),
