@@ -983,8 +983,8 @@ _OBJECT_ERROR_MESSAGE = re.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
 def _says_something(text: str) -> bool:
     """A line states something in words, besides its tags: not a record header cut inside
     its time (`ERROR 12-16 02:10:2`) or after or inside its locator (`[Rank 1]`, `[cor`) where an
-    excerpt ends."""
-    return bool(_WORD_IN.search(_TAGS.sub("", text)))
+    excerpt ends, nor a traceback's frame cut before its line number (`File "/x/vllm/v1/en`)."""
+    return not text.startswith('File "') and bool(_WORD_IN.search(_TAGS.sub("", text)))
 
 
 _TAGS = re.compile(r"\[[^\[\]]*(?:\]|$)")
