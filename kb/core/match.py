@@ -379,10 +379,19 @@ def _generic(template: str) -> bool:
 
 
 # CPython's wording of a built-in failure, which names nothing ("integer division or modulo
-# by zero", "list index out of range"): any code raises it, so where it was raised says
-# what failed, also behind a wrapper's "Failed to start model server: "
+# by zero", "list index out of range"), and torch's (ATen's) wording of a tensor that has not
+# the shape, size or type an operation needs ("shape '[<n>, <n>]' is invalid for input of size
+# <n>"): any code raises it, so where it was raised says what failed, also behind a wrapper's
+# "Failed to start model server: "
 _BUILTIN_TEXT = re.compile(
-    r"(?:^|: )(?:integer division or modulo by zero|(?:float |integer )?division by zero|(?:float )?modulo by zero"
+    r"(?:^|: )(?:shape '\[[^\]]*\]' is invalid for input of size <n>"
+    r"|The size of tensor a \(<n>\) must match the size of tensor b \(<n>\) at non-singleton dimension <n>"
+    r"|The expanded size of the tensor \(<n>\) must match the existing size \(<n>\) at non-singleton dimension <n>"
+    r"(?:\. Target sizes: \[[^\]]*\]\. Tensor sizes: \[[^\]]*\])?"
+    r"|index <n> is out of bounds for dimension <n> with size <n>|mat1 and mat2 shapes cannot be multiplied \(\w+ and \w+\)"
+    r"|Sizes of tensors must match except in dimension <n>\. Expected size <n> but got size <n> for tensor number <n> in the list"
+    r"|expected scalar type \w+ but found \w+"
+    r"|integer division or modulo by zero|(?:float |integer )?division by zero|(?:float )?modulo by zero"
     r"|(?:list|tuple|string|bytearray) index out of range|(?:list|tuple) assignment index out of range"
     r"|dictionary changed size during iteration|maximum recursion depth exceeded[\w ]*"
     r"|cannot unpack non-iterable \w+ object|not enough values to unpack \(expected <n>, got <n>\)"
@@ -392,7 +401,7 @@ _BUILTIN_TEXT = re.compile(
 
 
 def _builtin_text(query: CrashFeatures, candidate: CrashFeatures) -> bool:
-    """Both messages end in the same CPython built-in wording."""
+    """Both messages end in the same CPython (or ATen) built-in wording."""
     a, b = (_BUILTIN_TEXT.search(comparable(f.message_template)) for f in (query, candidate))
     return bool(a and b and a.group(0).lstrip(": ") == b.group(0).lstrip(": "))
 
@@ -490,7 +499,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
             explanation.append("a crash signal without its crash site on one side: at most similar")
         elif _builtin_text(query, candidate):
             core = min(core, KNOWN_THRESHOLD - 1)
-            explanation.append("CPython's own words, where raised unknown on one side: at most similar")
+            explanation.append("a built-in's words (CPython's, torch's), where raised unknown on one side: at most similar")
         elif unnamed_fault:
             # a kernel's fault reported at the next sync, or its limit, names no kernel: like
             # a signal, where it surfaced is what tells two such crashes apart

@@ -92,6 +92,15 @@ MUST_NOT_MERGE += [
                                 phase="weight_loading"), frames=_LOADER_STACK),
      dataclasses.replace(_crash("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB.",
                                 phase="serving"), frames=_LOADER_STACK)),
+    # torch's words for a tensor of the wrong shape name no tensor: a parallel group laid out for
+    # the trainer's world size vs an attention kernel's KV cache view (where unknown on one side)
+    (dataclasses.replace(_crash("RuntimeError", "shape '[2, 4, 1]' is invalid for input of size 16"),
+                         frames=["vllm/distributed/parallel_state.py:initialize_model_parallel"]),
+     _crash("logged error", "shape '[512, 64, 576]' is invalid for input of size 1179648")),
+    (dataclasses.replace(_crash("RuntimeError", "The size of tensor a (0) must match the size of tensor b (4096) "
+                                "at non-singleton dimension 1"), frames=["peft/tuners/lora/layer.py:merge"]),
+     dataclasses.replace(_crash("RuntimeError", "The size of tensor a (128) must match the size of tensor b (64) "
+                                "at non-singleton dimension 3"), frames=["vllm/model_executor/layers/rotary_embedding.py:forward_native"])),
 ]
 
 
