@@ -844,9 +844,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="c10d store unreachable", role="root", kind="cpp", anchors=("client socket has",)),
     Rule("nccl-call-failed",
          _r(r"(?P<msg>(?:\bnccl[A-Z]\w* failed|\bNCCL (?:error|failure)(?! in: )):? .*?\b(?:unhandled (?:cuda|system) error|"
-            r"internal error|invalid (?:usage|argument)|remote process exited).*)$"),
+            r"internal error|invalid (?:usage|argument)|remote process exited|unknown result code).*)$"),
          "horovod/common/ops/nccl_operations.cc:41] NCCL error: ncclCommInitRank failed: unhandled cuda error",
-         "an NCCL call's result as a C++ caller prints it (Horovod, custom all-reduce): NCCL's own WARN "
+         "an NCCL call's result as a C++ caller prints it (Horovod, custom all-reduce, TensorRT-LLM's plugins: "
+         "'Failed, NCCL error <file>:183 'unknown result code''), in ncclGetErrorString's words: NCCL's own WARN "
          "lines, when logged, say what failed under it (torch's `NCCL error in: <file>` is its exception's text)",
          exception="NCCL error", role="cascade", kind="nccl",
          anchors=(" failed: unhandled", " failed: internal", " failed: invalid", " failed: remote",
