@@ -42,6 +42,7 @@ from kb.core.patterns import (ERROR_LINES, EXCEPTION_LINE, IPYTHON_HEADER, Prefi
 _MAX_LAYERS = 6
 _REPEATED = 0.6  # share of the head's non-empty lines a learned head must start
 _REPEATED_MIN = 3  # and at least this many: one line's `name: ` is no evidence of a label
+_NAMED_BY_PROGRAM = 3  # distinct words in a head shape without digits: the program's function names
 _MIN_WRAP_WIDTH, _MAX_WRAP_WIDTH = 60, 400
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
@@ -224,6 +225,10 @@ class Profile:
             pattern = lazy("^" + shape)
             if sum(1 for b in bodies if known_engine_prefix(b)) >= count:
                 return  # the engine's own prefix: leave it to the engine prefixes
+            if r"\d" not in shape and len({m.group(0) for b in bodies if (m := pattern.match(b))}) >= _NAMED_BY_PROGRAM:
+                # a capture labels lines with a few names (hosts, containers, ranks); many words
+                # in one shape are the program's own (llama.cpp's `load_tensors: `, `llama_context: `)
+                return
             self.heads.append(pattern)
             self.head_names.append(shape)
 

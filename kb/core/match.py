@@ -379,8 +379,8 @@ def _generic(template: str) -> bool:
 
 
 # CPython's wording of a built-in failure, which names nothing ("integer division or modulo
-# by zero", "list index out of range"), and torch's (ATen's) wording of a tensor that has not
-# the shape, size or type an operation needs ("shape '[<n>, <n>]' is invalid for input of size
+# by zero", "list index out of range"), and torch's (ATen's) wording of a tensor without the
+# shape, size or type an operation needs ("shape '[<n>, <n>]' is invalid for input of size
 # <n>"): any code raises it, so where it was raised says what failed, also behind a wrapper's
 # "Failed to start model server: "
 _BUILTIN_TEXT = re.compile(

@@ -60,3 +60,17 @@ def test_a_chained_traceback_flattened_onto_one_line_is_split_into_its_lines():
         "KeyError: 'qwen3'", "During handling of the above exception, another exception occurred:",
         "Traceback (most recent call last):", '  File "/app/serve.py", line 12, in <module>', '    fetch("qwen3")',
         "ValueError: unknown model qwen3"]
+
+
+def test_a_programs_own_function_names_are_no_capture_label_but_hosts_are():
+    """A capture labels lines with a few names; many words in one shape (llama.cpp's
+    `load_tensors: `, `llama_context: `) are the program's own prefixes and stay in its text."""
+    from kb.core.capture import Profile
+
+    program = ["ggml_vulkan: Found 1 Vulkan devices:", "load_tensors: offloaded 33/33 layers to GPU",
+               "llama_context: n_ctx = 32768", "llama_context: n_batch = 2048",
+               "ggml_vulkan: Device memory allocation of size 4294967296 failed"]
+    assert Profile.learn(program).head_names == []
+    hosts = [f"{host}: {text}" for host, text in [("gpu-a", "starting"), ("gpu-b", "starting"),
+                                                   ("gpu-a", "ready"), ("gpu-b", "RuntimeError: boom")]]
+    assert Profile.learn(hosts).head_names and peel(hosts[-1], Profile.learn(hosts)).text == "RuntimeError: boom"
