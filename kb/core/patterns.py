@@ -911,6 +911,13 @@ ERROR_LINES: tuple[Rule, ...] = (
          "/usr/bin/ld: cannot find -lcurand: No such file or directory",
          "an extension built at run time (DeepSpeed ops, torch cpp_extension) failed to link",
          exception="linker error", role="root", kind="cpp", anchors=("ld: cannot find", "undefined reference to")),
+    Rule("named-error-statement",
+         _r(r"^(?P<msg>[A-Za-z][\w.+-]{1,30} error: \S.{8,})$"),
+         "llama.cpp error: 'error loading model architecture: unknown model architecture: 'sd3''",
+         "a program or a library names itself and states its error in lower case with no type or level "
+         "(LM Studio's 'llama.cpp error: ...'): weighed as a logged error, below any error the run printed "
+         "itself (CUDA's, rocBLAS's and other known forms have rules of their own above)",
+         exception="logged error", role="root", kind="log_error", anchors=(" error: ",)),
 )
 
 # Error messages some engines log without an exception type, mapped to the type the
