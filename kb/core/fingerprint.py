@@ -32,6 +32,12 @@ _SIGNAL_NAMES = {"9": "SIGKILL", "11": "SIGSEGV", "6": "SIGABRT", "7": "SIGBUS",
 # nothing. (SIGKILL/SIGTERM come from outside, the OOM killer or a scheduler, and SIGILL
 # from a CPU without the instruction set: there the signal is the cause's identity.)
 CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGFPE", "SIGABRT"})
+# A Windows process dies of a native exception where a POSIX one gets a signal: the same
+# fault, so the same identity (an access violation in ggml's loader and one in MLX's init
+# share their exception code and nothing else)
+_WINDOWS_SIGNALS = {"Windows access violation": "SIGSEGV", "Windows stack overflow": "SIGSEGV",
+                    "Windows stack buffer overrun": "SIGABRT", "Windows integer divide by zero": "SIGFPE",
+                    "Windows illegal instruction": "SIGILL"}
 
 
 def killed_by(event: ErrorEvent) -> str | None:
@@ -39,6 +45,8 @@ def killed_by(event: ErrorEvent) -> str | None:
     -9, multiprocessing's 'terminated with signal SIGKILL' and a bare SIGKILL are one crash."""
     if event.kind == "signal" and event.exception.startswith("SIG"):
         return event.exception
+    if event.kind == "signal" and event.exception in _WINDOWS_SIGNALS:
+        return _WINDOWS_SIGNALS[event.exception]
     match = _KILLED.search(f"{event.exception} {event.message}")
     if not match:
         return None
@@ -48,6 +56,10 @@ def killed_by(event: ErrorEvent) -> str | None:
     number = match.group(2) or match.group(3)
     return _SIGNAL_NAMES.get(number)
 
+
+# KeyError's repr of the key, an index: nothing but the value (after normalization); a
+# sentence in quotes (a logger's quoted message) is no value
+VALUE_ONLY = re.compile(r"""^\s*(?:'[^'\s]*'|"[^"\s]*"|<[a-z]+>|-?\d+)\s*$""")
 
 # CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
 _DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
@@ -107,13 +119,18 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
     # a device fault or a kernel over its limits names no kernel: as for a crash signal,
     # where it surfaced is the identity, and a log without frames does not show it
     site_unknown = not frames and names_no_kernel(template)
+    # ... and so does a message that is only a value (a KeyError's key, its names replaced):
+    # which lookup failed is where it was raised
+    value_alone = not frames and bool(VALUE_ONLY.match(template))
     if type_alone:
         hints.append(Hint("message", "", False, "no message and no frames: the type alone identifies nothing"))
     elif frames_alone:
         hints.append(Hint("message", "", False, "no exception and no message: the frames alone identify nothing"))
     elif site_unknown:
         hints.append(Hint("frames", "", False, "a kernel's fault or limit, and the log does not show where it surfaced"))
-    return _fingerprint(exception, template, frames, hints, weak=type_alone or frames_alone or site_unknown)
+    elif value_alone:
+        hints.append(Hint("frames", "", False, "a message that is only a value, and the log does not show where it was raised"))
+    return _fingerprint(exception, template, frames, hints, weak=type_alone or frames_alone or site_unknown or value_alone)
 
 
 # A source location an error's text names: "(/src/tllmBuffers.h:118)", "memory_utils.cu:32",

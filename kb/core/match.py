@@ -19,7 +19,7 @@ from rapidfuzz.distance import Levenshtein
 
 from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
-from kb.core.fingerprint import CRASH_SIGNALS, canonical_exception, names_no_kernel
+from kb.core.fingerprint import CRASH_SIGNALS, VALUE_ONLY, canonical_exception, names_no_kernel
 from kb.core.gpus import gpu_family
 from kb.core.patterns import NCCL_RESULT
 from kb.core.recall import UNIFORM, TermWeights, clause_tails, terms
@@ -37,8 +37,6 @@ _WITHOUT_FRAMES = {"exception": 0.30, "message": 0.70}
 _CRASH_SITE = {"exception": 0.20, "message": 0.20, "frames": 0.60}
 # a message that is only a value (raise_site_similarity): type and site
 _VALUE_SITE = {"exception": 0.40, "frames": 0.60}
-# KeyError's repr of the key, an index: nothing but the value (after normalization)
-_VALUE_ONLY = re.compile(r"""^\s*(?:'[^']*'|"[^"]*"|<[a-z]+>|-?\d+)\s*$""")
 # multiplicative context penalties (only when both sides state the value)
 # Error-code slots: a message naming one value of a closed set of error codes is another
 # crash than one naming another value, however alike the rest reads ("NCCL error ...,
@@ -457,7 +455,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     # a kernel's fault or limit names no kernel: like a signal's, where it surfaced tells crashes apart
     unnamed_fault = names_no_kernel(query.message_template) or names_no_kernel(candidate.message_template)
     frames = 0.0
-    if _VALUE_ONLY.match(query.message_template) and _VALUE_ONLY.match(candidate.message_template):
+    if VALUE_ONLY.match(query.message_template) and VALUE_ONLY.match(candidate.message_template):
         # KeyError: 'qwen2' and KeyError: 'llama' from one lookup: the value is this run's
         # data, not what was looked up; where it was raised says that
         if query.frames and candidate.frames:

@@ -931,3 +931,39 @@ def test_two_tracebacks_cut_before_their_type_are_matched_by_the_record_that_nam
 def test_sizes_printed_with_the_units_letter_alone_are_sizes():
     assert message_template("Attempting to reserve 6.14G at the bottom of memory. There are 137.37M free.") == \
         "Attempting to reserve <size> at the bottom of memory. There are <size> free."
+
+
+def _windows_fault(code: str, function: str) -> str:
+    return (f'time=2025-07-01T20:41:24.617+08:00 level=INFO source=runner.go:815 msg="starting go runner"\n'
+            f"Exception {code} 0x0 0x0 0x7fffb8f22f58\nPC=0x7fffb8f22f58\nsignal arrived during external code execution\n\n"
+            f"runtime.cgocall(0x7ff6979bc470, 0xc0005075a0)\n"
+            f"\tC:/hostedtoolcache/windows/go/1.24.0/x64/src/runtime/cgocall.go:167 +0x3e fp=0xc000507578 sp=0xc000507510\n"
+            f"github.com/ollama/ollama/ml/backend/ggml/ggml/src._Cfunc_{function}(0x19605379220)\n"
+            f"\t_cgo_gotypes.go:199 +0x45 fp=0xc0005075a0 sp=0xc000507578 pc=0x7ff697095c05\n")
+
+
+def test_windows_native_faults_are_crash_signals_whose_site_is_their_identity():
+    """An access violation in one library's init and one in another's share their
+    exception code and nothing else: like two segfaults whose crash sites the log does not
+    name, at most similar (and never an exact route)."""
+    first = analyze(_windows_fault("0xc0000005", "ggml_backend_load_all_from_path").encode())
+    second = analyze(_windows_fault("0xc0000005", "mlx_random_key").encode())
+    assert first.root_cause.exception == "Windows access violation"
+    assert first.fingerprint.weak and second.fingerprint.weak
+    result = score(CrashFeatures.from_analysis(first), CrashFeatures.from_analysis(second), WEIGHTS)
+    assert result.status != "known", result.explanation
+
+
+def test_a_key_that_failed_its_lookup_where_unknown_is_no_exact_identity():
+    """A KeyError's message is its key, and names are replaced in the template: two
+    lookups of other keys in other code read alike. Without frames the fingerprint is
+    weak (no exact route), as the matcher caps it at similar."""
+    first = analyze(b"(Worker_TP12 pid=7) ERROR 03-01 10:00:00 [multiproc_executor.py:671] "
+                    b"KeyError: 'model.layers.3.self_attn.indexer.wq_b.weight'\n")
+    second = analyze(b"(EngineCore_DP0 pid=9) ERROR 03-02 11:00:00 [core.py:710] KeyError: 'model.layers.92.mlp.gate'\n")
+    assert first.fingerprint.hash == second.fingerprint.hash
+    assert first.fingerprint.weak and second.fingerprint.weak
+    framed = analyze(b'Traceback (most recent call last):\n  File "/x/vllm/model_executor/models/glm4_moe.py", '
+                     b"line 501, in load_weights\n    param = params_dict[name]\n"
+                     b"KeyError: 'model.layers.3.mlp.experts.w2_weight'\n")
+    assert not framed.fingerprint.weak
