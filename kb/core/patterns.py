@@ -913,7 +913,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          exception="linker error", role="root", kind="cpp", anchors=("ld: cannot find", "undefined reference to")),
     Rule("named-error-statement",
          _r(r"^(?P<msg>[A-Za-z][\w.+-]{1,30} error: \S.{8,})$"),
-         "llama.cpp error: 'error loading model architecture: unknown model architecture: 'sd3''",
+         "llama.cpp error: 'error loading model hyperparameters: key not found in model: whisper.context_length'",
          "a program or a library names itself and states its error in lower case with no type or level "
          "(LM Studio's 'llama.cpp error: ...'): weighed as a logged error, below any error the run printed "
          "itself (CUDA's, rocBLAS's and other known forms have rules of their own above)",
