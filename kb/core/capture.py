@@ -171,8 +171,7 @@ class Profile:
     @classmethod
     def learn(cls, lines: list[str]) -> Profile:
         profile = cls()
-        profile._learn_prefixes(lines)
-        bodies = [peel(line, profile) for line in lines]
+        bodies = profile._learn_prefixes(lines)
         profile.captured = any(body.layers for body in bodies)
         if profile.captured:
             inner = _wrap_width([body.text for body in bodies])
@@ -182,9 +181,7 @@ class Profile:
         profile.wrap_width = _wrap_width([shown(line) for line in lines], profile)
         if profile.wrap_width:  # the terminal cut the captured lines: learn on whole ones
             profile.heads, profile.head_names, profile.indent = [], [], ""
-            whole = list(rejoin(lines, profile.wrap_width))
-            profile._learn_prefixes(whole)
-            bodies = [peel(line, profile) for line in whole]
+            bodies = profile._learn_prefixes(list(rejoin(lines, profile.wrap_width)))
         if profile.captured:
             profile.word_wrap_width = _word_wrap_width(bodies)
         return profile
@@ -197,15 +194,18 @@ class Profile:
             out.append(f"word-wrapped at {self.word_wrap_width} columns inside the capture")
         return out + [f"repeated head {name}" for name in self.head_names]
 
-    def _learn_prefixes(self, lines: list[str]) -> None:
-        """The repeated heads, and the indent behind them (see _common_indent)."""
+    def _learn_prefixes(self, lines: list[str]) -> list[Peeled]:
+        """The repeated heads, and the indent behind them (see _common_indent); returns the
+        lines peeled by what was learned."""
         self._learn_heads(lines)
+        bodies = [peel(line, self) for line in lines]
         # outside the capture's prefixes, or inside them (a line a carriage return overwrote
         # shows only its last redraw, without the indent)
-        self.indent = _common_indent(lines) or _common_indent(
-            [body.text for line in lines if not (body := peel(line, self)).dropped])
+        self.indent = _common_indent(lines) or _common_indent([body.text for body in bodies if not body.dropped])
         if self.indent:  # heads the indent hid (an indented paste of `host: ...` lines)
             self._learn_heads(lines)
+            bodies = [peel(line, self) for line in lines]
+        return bodies
 
     def _learn_heads(self, lines: list[str]) -> None:
         """A head shape is learned when it starts most non-empty lines after the known

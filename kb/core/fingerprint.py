@@ -7,6 +7,7 @@ import hashlib
 import re
 
 from kb.core.normalize import frame_key, library_path, message_template, relevant
+from kb.core.patterns import WINDOWS_SIGNALS
 from kb.core.records import ErrorEvent, Fingerprint, Hint
 
 VERSION = "4"  # 2: engine and crash phase join the hash; 3: "EAGLE-3" keeps its number; 3.1: detection v2 (capture layer, error grammar, kind names, phase evidence) changes what is hashed; 4: the error alone (engine and phase leave the hash: a wrong phase guess must not split a group)
@@ -32,12 +33,6 @@ _SIGNAL_NAMES = {"9": "SIGKILL", "11": "SIGSEGV", "6": "SIGABRT", "7": "SIGBUS",
 # nothing. (SIGKILL/SIGTERM come from outside, the OOM killer or a scheduler, and SIGILL
 # from a CPU without the instruction set: there the signal is the cause's identity.)
 CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGFPE", "SIGABRT"})
-# A Windows process dies of a native exception where a POSIX one gets a signal: the same
-# fault, so the same identity (an access violation in ggml's loader and one in MLX's init
-# share their exception code and nothing else)
-_WINDOWS_SIGNALS = {"Windows access violation": "SIGSEGV", "Windows stack overflow": "SIGSEGV",
-                    "Windows stack buffer overrun": "SIGABRT", "Windows integer divide by zero": "SIGFPE",
-                    "Windows illegal instruction": "SIGILL"}
 
 
 def killed_by(event: ErrorEvent) -> str | None:
@@ -45,8 +40,11 @@ def killed_by(event: ErrorEvent) -> str | None:
     -9, multiprocessing's 'terminated with signal SIGKILL' and a bare SIGKILL are one crash."""
     if event.kind == "signal" and event.exception.startswith("SIG"):
         return event.exception
-    if event.kind == "signal" and event.exception in _WINDOWS_SIGNALS:
-        return _WINDOWS_SIGNALS[event.exception]
+    if event.kind == "signal" and event.exception in WINDOWS_SIGNALS:
+        # a Windows process dies of a native exception where a POSIX one gets a signal: the
+        # same fault, so the same identity (an access violation in ggml's loader and one in
+        # MLX's init share their exception code and nothing else)
+        return WINDOWS_SIGNALS[event.exception]
     match = _KILLED.search(f"{event.exception} {event.message}")
     if not match:
         return None

@@ -355,6 +355,11 @@ _SHELL_JOB = (r"^(?!(?:{zsh})\b)(?:[^\n]*?: line \d+: +\d+ |\[\d+\][+-]? +(?:\d+
 _WINDOWS_EXCEPTIONS = {"0xc0000005": "access violation", "0xc000001d": "illegal instruction",
                        "0xc0000409": "stack buffer overrun", "0xc00000fd": "stack overflow",
                        "0xc0000094": "integer divide by zero", "0xe06d7363": "C++ exception"}
+# the signal the same fault raises on a POSIX system: the crash's identity is that signal's
+_POSIX_SIGNAL = {"access violation": "SIGSEGV", "stack overflow": "SIGSEGV", "stack buffer overrun": "SIGABRT",
+                 "integer divide by zero": "SIGFPE", "illegal instruction": "SIGILL"}
+# the kinds the Windows rules below name, each with that signal
+WINDOWS_SIGNALS = {f"Windows {name}": _POSIX_SIGNAL[name] for name in _WINDOWS_EXCEPTIONS.values() if name in _POSIX_SIGNAL}
 # ... and those its loader ends a process with before the program runs (a missing DLL)
 _WINDOWS_LOADER_STATUS = {"0xc0000135": "DLL not found", "0xc0000139": "entry point not found",
                           "0xc0000142": "DLL initialization failed"}
