@@ -15,6 +15,9 @@ def main() -> None:
     if args[:1] == ["analyze"]:
         rest = [arg for arg in args[1:] if arg not in ("--json", "--no-kb")]
         if len(rest) == 1 and (rest[0] == "-" or not rest[0].startswith("-")):
+            from kb.commands import cache
+
+            cache.load_programs()  # before the core's modules compile their patterns
             from kb.commands.analysis import analyze_stream, open_log, render
 
             # What the imports built lives until exit: the collector need not scan it
@@ -39,6 +42,7 @@ def main() -> None:
                     sys.stdout.flush()
                 except BrokenPipeError:  # `kb analyze LOG | head`: the reader has what it wanted
                     pass
+                cache.save_programs()
                 os._exit(0)  # all is written: tearing down what the analysis built is wasted time
     from kb.cli import main as cli
 

@@ -13,26 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from kb.commands.cache import cache_dir
 from kb.core import scan, textlog
 from kb.core.analyze import Analyzer
 from kb.core.records import Analysis
 
 CHUNK = 16 * 1024 * 1024
-
-
-def _cache_dir() -> Path | None:
-    """Where compiled pre-filter databases are kept. On Linux the XDG rule is read here
-    (what platformdirs answers, without its import on every `kb analyze`)."""
-    try:
-        if os.environ.get("KB_CACHE_DIR"):
-            return Path(os.environ["KB_CACHE_DIR"])
-        if sys.platform.startswith("linux"):
-            return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crash-kb"
-        from platformdirs import user_cache_dir
-
-        return Path(user_cache_dir("crash-kb"))
-    except Exception:  # no home directory: compile every time
-        return None
 
 
 def _chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
@@ -74,7 +60,7 @@ def _chunks(stream: BinaryIO) -> Iterator[tuple[bytearray, int]]:
 def analyze_stream(stream: BinaryIO) -> Analysis:
     """The analysis of a log read in chunks. An empty or binary log raises
     textlog.LogRejected with the message the service gives for the same upload."""
-    scan.use_cache(_cache_dir())
+    scan.use_cache(cache_dir())
     analyzer = Analyzer()
     blank = True
     for buffer, size in _chunks(stream):
@@ -126,7 +112,7 @@ def local_advice(result: Analysis, *, root_cause: bool = False) -> str:
     from kb import textreport
 
     heading = "Crash KB, bundled knowledge (offline)"
-    seeds, cache = seeds_dir(), _cache_dir()
+    seeds, cache = seeds_dir(), cache_dir()
     if not seeds.is_dir() or cache is None:
         return f"{heading}: not available (no seeds at {seeds}, or no cache directory)\n"
     try:

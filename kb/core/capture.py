@@ -35,6 +35,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from kb.core import lazyre
 from kb.core.lazyre import lazy
 from kb.core.patterns import (ERROR_LINES, EXCEPTION_LINE, IPYTHON_HEADER, Prefix, by_first_char, known_engine_prefix,
                               starts_record)
@@ -45,25 +46,25 @@ _REPEATED_MIN = 3  # and at least this many: one line's `name: ` is no evidence 
 _NAMED_BY_PROGRAM = 3  # distinct words in a head shape without digits: the program's function names
 _MIN_WRAP_WIDTH, _MAX_WRAP_WIDTH = 60, 400
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+_ANSI = lazyre.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
 # The same colour codes with ESC written out as text: rsyslog's `#033[`, `cat -v`'s `^[[`, a
 # program's escaped string (`\033[`, `\x1b[`, `\e[`, `\u001b[`). They take columns (a
 # terminal showed them), so they are read off the text, not off its width.
-_ESCAPED_ANSI = re.compile(r"(?:#033|\^\[|\\033|\\x1[bB]|\\e|\\u001[bB])\[[0-9;]*[A-Za-z]")
+_ESCAPED_ANSI = lazyre.compile(r"(?:#033|\^\[|\\033|\\x1[bB]|\\e|\\u001[bB])\[[0-9;]*[A-Za-z]")
 ESCAPED_ESC = ("#033[", "^[[", "\\033[", "\\x1b[", "\\x1B[", "\\e[", "\\u001b[", "\\u001B[")
 # Colour codes whose invisible ESC byte a paste dropped (GitHub, a web page): `[1;36m(EngineCore
 # pid=1)[0;0m ERROR ...`. Read off only on a line that holds a reset code, the one every
 # coloured span ends with, so a bracketed text elsewhere is never touched. They take no
 # column, as the codes they were: a pasted log was never cut by a terminal, and a line of
 # the right length only because of them must not read as cut.
-LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+LOST_ESC = lazyre.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 _LOST_RESETS = ("[0m", "[0;0m", "[39m", "[22m")
 # A progress bar the next output was glued to (no newline after tqdm's last refresh):
 # " 50%|█████     | 4/8 [02:10<02:22, 35.73s/it]Killed"
-_GLUED_PROGRESS = re.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
+_GLUED_PROGRESS = lazyre.compile(r"^.*?\d+/\d+ \[[\d:]+<[\d:?]+,\s*[^\]]*\](?=\S)")
 # What it needs, found without backtracking: a `]` right after a `<`'s bracket, and no
 # space after it. A bar that ends its line (the usual case) is rejected here, ~25x faster.
-_GLUE_HINT = re.compile(r"<[^\]]*\]\S")
+_GLUE_HINT = lazyre.compile(r"<[^\]]*\]\S")
 _LEVEL_WORD = lazy(r" ?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|NOTICE)\b")  # Rust pads it: " WARN"
 _RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
 # journalctl prints the month in the locale's words: "Feb", "mar" (Spanish, Italian), "févr.",
@@ -246,7 +247,7 @@ def _common_indent(lines: list[str]) -> str:
 # A head: a short run without spaces (or with one, for `host 3:`) ending in a separator
 # that launchers put after their label: ': ', '| ' (padded: '  | '), '> ', ']: '; or a
 # process index in brackets (`[1] `: npm's concurrently, GNU parallel --tag).
-_HEAD = re.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?|\[\d{1,4}\])(: | *\| |> |:(?=\[)|\]: |(?<=\]) )")
+_HEAD = lazyre.compile(r"^([A-Za-z0-9][\w.,/@-]{0,40}(?:[>\]])?|\[\d{1,4}\])(: | *\| |> |:(?=\[)|\]: |(?<=\]) )")
 
 
 def _head_shape(body: str) -> str | None:
@@ -263,7 +264,7 @@ def _head_shape(body: str) -> str | None:
     return f"(?P<stream>{shape}){' *' + re.escape(sep.lstrip()) if '|' in sep else re.escape(sep)}"
 
 
-_DIGITS = re.compile(r"0x[0-9a-fA-F]+|\d+")  # a number, an address among them
+_DIGITS = lazyre.compile(r"0x[0-9a-fA-F]+|\d+")  # a number, an address among them
 
 
 def same_head(line: str, following: str) -> bool:
@@ -277,7 +278,7 @@ def same_head(line: str, following: str) -> bool:
     return bool(_LABEL_HEAD.match(os.path.commonprefix([_DIGITS.sub("0", line[:24]), _DIGITS.sub("0", following[:24])])))
 
 
-_LABEL_HEAD = re.compile(r"^[\[(<][^\s\])>]{2,20}[\])>]:?\s")
+_LABEL_HEAD = lazyre.compile(r"^[\[(<][^\s\])>]{2,20}[\])>]:?\s")
 
 
 def _prefixed_continuations(bodies: list[Peeled], width: int) -> bool:
@@ -369,7 +370,7 @@ def _wrap_width(lines: list[str], profile: Profile | None = None) -> int | None:
     return None
 
 
-_FRAME_LINE = re.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)$')
+_FRAME_LINE = lazyre.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)$')
 
 
 def _whole_frame_line(line: str, following: str) -> bool:
@@ -470,7 +471,7 @@ def _cut_inside(text: str) -> bool:
     return bool(last) and not last.isspace() and not _ends_with_border(body) and not _RIGHT_ALIGNED.search(body)
 
 
-_RIGHT_ALIGNED = re.compile(r"\S {3,}\S+$")
+_RIGHT_ALIGNED = lazyre.compile(r"\S {3,}\S+$")
 
 
 def continues(text: str, width: int) -> bool:
@@ -500,11 +501,11 @@ def rejoin(lines, width: int):
 # the next line begins after a long run of spaces. Only a run before what starts a line
 # of a crash (a frame, keeping its indent, a traceback's header, an exception line) is
 # such a break: right-aligned columns (rich's source) and tables stay one line.
-_GLUED_LINE = re.compile(r"(?<=\S) {14,}(?=  File \")|(?<=\S) {16,}(?=Traceback \(most recent call last\)|"
+_GLUED_LINE = lazyre.compile(r"(?<=\S) {14,}(?=  File \")|(?<=\S) {16,}(?=Traceback \(most recent call last\)|"
                          r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): )")
 _PADDING = " " * 14
 # ... or before a logger's record: its header says a line began there
-_PADDING_RUN = re.compile(r"(?<=\S) {16,}(?=\S)")
+_PADDING_RUN = lazyre.compile(r"(?<=\S) {16,}(?=\S)")
 
 
 def _glued_lines(text: str) -> list[str]:
@@ -520,24 +521,24 @@ def _glued_lines(text: str) -> list[str]:
 
 # A label-prefixed stream (`srun --label`'s "10: ") pasted with its line breaks turned
 # into spaces: the same label recurs inside one line, at each former line's head.
-_INLINE_LABEL = re.compile(r" (\d{1,5}): (?=\S)")
+_INLINE_LABEL = lazyre.compile(r" (\d{1,5}): (?=\S)")
 _INLINE_LABELS = 3  # recurrences of one label that show it was a line prefix
 # ... and a logger's record heads in one line: vLLM's "ERROR 11-04 18:02:56 [file.py:597] ",
 # NCCL's "host:pid:tid [1] NCCL INFO ": each began a line before the paste joined them
-_INLINE_RECORD = re.compile(r" (?=(?:\([^()]{0,80}pid=\d+[^()]{0,200}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] "
+_INLINE_RECORD = lazyre.compile(r" (?=(?:\([^()]{0,80}pid=\d+[^()]{0,200}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] "
                             r"|[\w.-]+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE) )")
 
 
 # A traceback whose line breaks a viewer turned into spaces (a web console's copy): its
 # header, then each frame `File "x", line N, in f` and its code, then the exception line.
 _FLAT_HEADER = "Traceback (most recent call last): "
-_FLAT_FRAME = re.compile(r' (?=File "[^"]+", line \d+, in )')
-_FLAT_FRAME_HEAD = re.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)')
+_FLAT_FRAME = lazyre.compile(r' (?=File "[^"]+", line \d+, in )')
+_FLAT_FRAME_HEAD = lazyre.compile(r'File "[^"]+", line \d+, in (?:[A-Za-z_]\w*|<\w+>)')
 _CHAIN_MARKERS = ("During handling of the above exception, another exception occurred:",
                   "The above exception was the direct cause of the following exception:")
-_FLAT_CHAIN = re.compile(" (?=" + "|".join(re.escape(marker + " ") for marker in _CHAIN_MARKERS) + ")")
-_TRAILING_CARETS = re.compile(r"\s+[\^~]{3,}$")  # Python 3.11's markers under the code, glued on
-_FLAT_EXCEPTION = re.compile(r" (?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?:: |$))")
+_FLAT_CHAIN = lazyre.compile(" (?=" + "|".join(re.escape(marker + " ") for marker in _CHAIN_MARKERS) + ")")
+_TRAILING_CARETS = lazyre.compile(r"\s+[\^~]{3,}$")  # Python 3.11's markers under the code, glued on
+_FLAT_EXCEPTION = lazyre.compile(r" (?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?:: |$))")
 
 
 def _unflattened(text: str) -> list[str]:
@@ -655,7 +656,7 @@ def clean_parts(raw: str) -> tuple[str, str]:
 
 # Ray's log deduplication ends a line its actors printed alike with how often they did: the
 # count is Ray's, not the program's words
-_RAY_DEDUP = re.compile(r"\s*\[repeated \d+x across cluster\]$")
+_RAY_DEDUP = lazyre.compile(r"\s*\[repeated \d+x across cluster\]$")
 
 
 def _unticked(text: str) -> str:
@@ -670,7 +671,7 @@ def _unticked(text: str) -> str:
 # A bracketed name a wrapper puts before each record of the engine it runs (a pipeline's
 # `[Stage-0] `, a supervisor's `[prefill] `): a label because an engine's record header
 # follows it, whatever the name.
-_BRACKET_LABEL = re.compile(r"\[(?P<stream>[A-Za-z][\w.:/@ -]{0,40})\] ")
+_BRACKET_LABEL = lazyre.compile(r"\[(?P<stream>[A-Za-z][\w.:/@ -]{0,40})\] ")
 
 
 def peel(raw: str, profile: Profile | None = None) -> Peeled:
@@ -743,9 +744,9 @@ def _glued_dots(out: Peeled) -> None:
 
 # A line a reporter pasted in double quotes, whole ("CUDA error 209 at ...: no kernel
 # image ..."): a sentence inside, no quote of its own
-_QUOTED_LINE = re.compile(r'^"[^"]*\s[^"]{8,}"\s*$')
+_QUOTED_LINE = lazyre.compile(r'^"[^"]*\s[^"]{8,}"\s*$')
 # ... and one set in bold, whole
-_BOLD_LINE = re.compile(r"\*\*(?!\s)(?:(?!\*\*).)+(?<!\s)\*\*\s*$")
+_BOLD_LINE = lazyre.compile(r"\*\*(?!\s)(?:(?!\*\*).)+(?<!\s)\*\*\s*$")
 
 
 def _json_object(text: str) -> dict | None:
@@ -778,7 +779,7 @@ _JSON_LEVELS = {"ERROR": "ERROR", "WARN": "WARNING", "WARNING": "WARNING", "INFO
 
 
 # an error class as an API names it in its error object ("BadRequestError")
-_ERROR_CLASS = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
+_ERROR_CLASS = lazyre.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
 
 
 def _json_error(out: Peeled, record: dict) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from kb.core import lazyre
 from kb.core.patterns import STATUS_CODES
 
 # A leading tag that says where the error happened, not what it is: `[Rank <n>] `,
@@ -12,10 +13,10 @@ from kb.core.patterns import STATUS_CODES
 # one locator three ways. A tag holding a placeholder is a locator; `[TM][ERROR]` is not.
 # TensorRT's record puts its error code before its site (`2: [virtualMemoryBuffer.cpp::
 # resizePhysical::140] Error Code 2: ...`) in some releases: the code is said again after.
-_LOCATOR_TAG = re.compile(r"^(?:<n>: (?=\[))?(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
+_LOCATOR_TAG = lazyre.compile(r"^(?:<n>: (?=\[))?(?:\[[^\[\]]*<[a-z]+>[^\[\]]*\]:?\s*)+")
 # A sentence repeated with other values (torch's OOM lists "Process <n> has <size> memory
 # in use." once per process on the GPU): how many times is the run's detail, not the error.
-_REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
+_REPEATED_SENTENCE = lazyre.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))(?:\1)+")
 
 
 # A printed record of the run's state: `WorkNCCL(SeqNum=<n>, OpType=ALLREDUCE, NumelIn=<n>,
@@ -24,25 +25,25 @@ _REPEATED_SENTENCE = re.compile(r"((?:^|(?<=[.;!?]\s))[^.;!?]{8,}[.;!?](?:\s|$))
 # (Fields are comma-separated, so a field ends at its comma: one way to read a record, in
 # linear time even when the template's length cap cut it before its closing parenthesis.)
 _FIELD = r"\s*[\w()]+=(?:[^,()]|\([^()]*\))*"
-_RECORD_FIELDS = re.compile(rf"\b([A-Z]\w*)\({_FIELD}(?:,{_FIELD})*(?:,\s*[\w()]*)?\s*(?:\)|$)")
+_RECORD_FIELDS = lazyre.compile(rf"\b([A-Z]\w*)\({_FIELD}(?:,{_FIELD})*(?:,\s*[\w()]*)?\s*(?:\)|$)")
 # An aside that reports the values behind the error: "the derived max_model_len
 # (max_position_embeddings=<n> or model_max_length=None in model's config.json)" names
 # which config key held the number; the statement around it is the error.
-_VALUE_ASIDE = re.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
+_VALUE_ASIDE = lazyre.compile(r" \((?=[^()]*\b\w+=<[a-z]+>)[^()]*\)")
 
 
 # A clause that says another error stopped something, before quoting it: "Process group
 # watchdog thread terminated with exception: <the error>". The quoted error is the crash.
-_WRAPPING_CLAUSE = re.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
+_WRAPPING_CLAUSE = lazyre.compile(r"^[^:]{0,80}?\b(?:with|raised an?|threw an?) (?:exception|error)s?:\s+(?=\S)")
 
 
 # The script argparse names before its error ("train.py: error: unrecognized arguments:
 # ..."): whose command line was refused is the run's, what was refused is the error. (A
 # named program, "vllm: error: ...", says which tool's flags those are: it is kept.)
-_SCRIPT_PROG = re.compile(r"^[\w.-]+\.py: (?=error: )")
+_SCRIPT_PROG = lazyre.compile(r"^[\w.-]+\.py: (?=error: )")
 # A command-line flag is one flag however its words are joined: argparse and the engines
 # accept --local-rank and --local_rank, --tensor-parallel-size and --tensor_parallel_size.
-_FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
+_FLAG = lazyre.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
 
 
 def _flag_spelling(match: re.Match[str]) -> str:
@@ -52,28 +53,28 @@ def _flag_spelling(match: re.Match[str]) -> str:
 # NCCL's result, then what failed: "Call to CUDA function failed. Last error: Cuda failure
 # 'invalid argument'". The result is one of a few (the exception's type names it); the last
 # error is what a NCCL WARN line of the same failure says on its own.
-_NCCL_LAST_ERROR = re.compile(r"^.*?\bLast error: (?=\S)", re.S)
+_NCCL_LAST_ERROR = lazyre.compile(r"^.*?\bLast error: (?=\S)", re.S)
 
 
 # torch's CUDA initialization failure quotes the CUDA error it got ("Unexpected error from
 # cudaGetDeviceCount(). Did you run ...? Error 804: forward compatibility was attempted on
 # non supported HW"): the error is what every other report of it says, "CUDA error: ...".
-_CUDA_INIT_ERROR = re.compile(r"^Unexpected error from cudaGetDeviceCount\(\)\..*?\bError <n>: (?=\S)", re.S)
+_CUDA_INIT_ERROR = lazyre.compile(r"^Unexpected error from cudaGetDeviceCount\(\)\..*?\bError <n>: (?=\S)", re.S)
 # torch's out-of-memory text: what ran out and how much was asked for, then the
 # allocator's report of this run's memory (its wording changes between releases)
-_TORCH_OOM_REPORT = re.compile(r"^((?:CUDA|HIP|XPU) out of memory\. Tried to allocate <size>)[.\s(].*$", re.S)
+_TORCH_OOM_REPORT = lazyre.compile(r"^((?:CUDA|HIP|XPU) out of memory\. Tried to allocate <size>)[.\s(].*$", re.S)
 # ggml's older "CUDA error 222 at <file>:<line>: <text>": its code restates the text, the
 # site is where the check was (later releases print "CUDA error: <text>", the site below)
-_CUDA_ERROR_AT = re.compile(r"^(CUDA|HIP) error <n> at \S+:<n>: (?=\S)")
+_CUDA_ERROR_AT = lazyre.compile(r"^(CUDA|HIP) error <n> at \S+:<n>: (?=\S)")
 
 
 # The dynamic loader's "version `GLIBCXX_3.4.30' not found (required by <path>/x.so)": the
 # library that is too old is the error, whichever extension needed the symbol version.
-_REQUIRED_BY = re.compile(r" \(required by [^()]*\)")
+_REQUIRED_BY = lazyre.compile(r" \(required by [^()]*\)")
 
 
 # A detail in parentheses that says there is none (TensorRT's "(no further information)").
-_NO_DETAIL = re.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
+_NO_DETAIL = lazyre.compile(r"\s*\((?:no further information|no details?|no information)\)\.?$", re.I)
 
 
 def comparable(template: str) -> str:
@@ -97,7 +98,7 @@ def comparable(template: str) -> str:
 # RuntimeError: <text>", torch.compile's InternalTorchDynamoError whose text is
 # "RuntimeError: <text>". The quoted error is the crash, whichever wrapper carried it: the
 # matcher compares it, and the analyzer reports it where the wrapper's clause says it failed.
-CARRIED_ERROR = re.compile(r"^(?:(?P<lead>[^:'\"\n]{1,80}?): )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)|"
+CARRIED_ERROR = lazyre.compile(r"^(?:(?P<lead>[^:'\"\n]{1,80}?): )?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)|"
                            + STATUS_CODES + r"): (?P<msg>\S.*)", re.S)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kb.core.lazyre import LazyPattern, lazy
-from kb.core import patterns as P
+from kb.core import lazyre, patterns as P
 from kb.core import scan
 from kb.core.records import Context, ErrorEvent
 from kb.core.split import LogLine
@@ -95,7 +95,7 @@ _ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
 )
 # A path up to the directory packages are installed in: the environment's name is the
 # user's choice ("/root/.python/vllm/lib/python3.10/site-packages/deepspeed/...")
-_INSTALL_DIR = re.compile(r"[^\s\"'(]*?[/\\](?:site|dist)-packages[/\\]")
+_INSTALL_DIR = lazyre.compile(r"[^\s\"'(]*?[/\\](?:site|dist)-packages[/\\]")
 _ENGINE_PRIORITY = {"tensorrt-llm": 6, "tgi": 5, "sglang": 4, "vllm": 3, "llama.cpp": 2, "deepspeed": 1, "ray": 0, "pytorch": -1}
 # Engines other engines run on or that run them (kb.core.engines): named only when no
 # serving engine shows (every engine's log mentions torch, vLLM's multi-node logs Ray),
@@ -152,13 +152,13 @@ _INVENTORY = _r(r"^\s*(?:\[(?:pip3?|conda)\]\s|[A-Za-z][\w.-]*==\d)")
 _ASIDE = _r(r"\((?:e\.g\.|i\.e\.|for example|such as|see )[^)]*\)")
 
 # "Qwen3MoeForCausalLM" -> "qwen3_moe"
-_ARCH_SUFFIX = re.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
+_ARCH_SUFFIX = lazyre.compile(r"(?:ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|Model)$")
 
 
 # "vllm/model_executor/models/llama.py", "custom_modeling/flash_llama_modeling.py",
 # "transformers/models/qwen2/modeling_qwen2.py" -> the model_type the code is for
 # (TGI's `models/flash_causal_lm.py`, `seq2seq_lm.py` run every architecture: not one)
-_MODEL_FILE = re.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers|\w*(?:causal|seq2seq)_lm\.py$)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|/models/[a-z][a-z0-9_]*/modeling_([a-z][a-z0-9_]*)\.py$")
+_MODEL_FILE = lazyre.compile(r"(?:/models/|custom_modeling/)(?:flash_)?(?!utils|registry|interfaces|config|__init__|layers|\w*(?:causal|seq2seq)_lm\.py$)([a-z][a-z0-9_]*?)(?:_modeling)?\.py$|/models/[a-z][a-z0-9_]*/modeling_([a-z][a-z0-9_]*)\.py$")
 # TGI names a few modules after a model's former or family name, not its model_type; vLLM's
 # deepseek_v2.py runs DeepSeek-V2, V3 and V3.2 alike: None, the module does not say which
 _MODULE_MODEL_TYPE = {"rw": "falcon", "neox": "gpt_neox", "santacoder": "gpt_bigcode", "deepseek_v2": None}
@@ -381,7 +381,7 @@ class ContextCollector:
 
 # (shape, strptime format): the shape picks the format to try, since a failing strptime
 # costs ~20 us (a vLLM "02-22 17:51:00" behind seven ISO formats cost 150 us).
-_TIME_FORMATS = tuple((re.compile(shape), fmt) for shape, fmt in (
+_TIME_FORMATS = tuple((lazyre.compile(shape), fmt) for shape, fmt in (
     (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z$", "%Y-%m-%dT%H:%M:%S.%fZ"),
     (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", "%Y-%m-%dT%H:%M:%SZ"),
     (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+$", "%Y-%m-%dT%H:%M:%S.%f"),

@@ -18,6 +18,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from kb.core import lazyre
 from kb.core.analyze import analyze, inflate
 from kb.core.engines import label_engine
 from kb.core.fingerprint import canonical_exception
@@ -54,26 +55,26 @@ def _fold(text: str) -> str:
 
 # Log tags some labels keep at the head of the message and others as the exception: the
 # same text a person reads, so they are compared without them.
-_LOG_TAG = re.compile(r"^(?:\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?|\[[a-z0-9_]+\] )+")  # [TensorRT-LLM][ERROR], [c10d]
+_LOG_TAG = lazyre.compile(r"^(?:\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?|\[[a-z0-9_]+\] )+")  # [TensorRT-LLM][ERROR], [c10d]
 LOG_TAG_EXCEPTIONS = {"[TensorRT-LLM][ERROR]", "[TRT] [E]"}
 # ... and inside it, where a wrapper quotes a tagged line ("forwardAsync function: [TensorRT-LLM][ERROR] CUDA ...")
-_INNER_LOG_TAG = re.compile(r"\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?")
+_INNER_LOG_TAG = lazyre.compile(r"\[[\w-]+\]\[(?:ERROR|WARNING|WARN|FATAL)\] ?")
 
 
-_DIRECTORIES = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+")
-_ELISION = re.compile(r"\s*(?:\.\.\.|…)")
+_DIRECTORIES = lazyre.compile(r"(?<![\w.])/(?:[\w.+-]+/)+")
+_ELISION = lazyre.compile(r"\s*(?:\.\.\.|…)")
 
 
 # Where native code says it failed, which some labels keep and some drop: "ggml-cpu.c:8883: "
 # before GGML_ASSERT, TensorRT's "[optimizer.cpp::computeCosts::2011] " before its error,
 # NCCL's "misc/shmutils.cc:114 NCCL WARN " before its warning, c10's "[E socket.cpp:860] ".
-_LOCATION = re.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
+_LOCATION = lazyre.compile(r"^(?:[\w./\\:-]+\.\w+:\d+: |\[[\w.]+::\w+::\d+\] "
                        r"|(?:[\w./-]+\.\w+:\d+ )?NCCL WARN |\[[IWEF]\S* [\w./-]+\.\w+:\d+\] |[\w./-]+\.\w+:\d+\] "
                        r"|thread '[^']*' panicked at (?:[\w./-]+:\d+:\d+:\s*|'))")  # a Rust panic's where
 
 
 # A capture's timestamp some labels keep at the head of the line they copied.
-_CAPTURE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+_CAPTURE_TIME = lazyre.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
 
 
 def _labeled_message(expected: str) -> str:
@@ -84,7 +85,7 @@ def _labeled_message(expected: str) -> str:
     return parse_line(0, text).body or text
 
 
-_TYPE_HEAD = re.compile(r"[A-Za-z_]\w*(?:Error|Exception|Warning)\s*:\s*$")
+_TYPE_HEAD = lazyre.compile(r"[A-Za-z_]\w*(?:Error|Exception|Warning)\s*:\s*$")
 
 
 def message_matches(got: str, expected: str) -> bool:
@@ -136,7 +137,7 @@ def _context_equal(name: str, got: Any, expected: Any) -> bool:
     return str(got).lower() == str(expected).lower()
 
 
-_PYDANTIC_INNER = re.compile(r"\b(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.S)
+_PYDANTIC_INNER = lazyre.compile(r"\b(Value|Assertion) error, (.+?)(?: \[type=\w+_error\b.*)?$", re.S)
 
 
 def _descriptive(kind: str) -> bool:

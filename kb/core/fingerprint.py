@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from kb.core import lazyre
 from kb.core.normalize import frame_key, library_path, message_template, relevant
 from kb.core.patterns import WINDOWS_SIGNALS
 from kb.core.records import ErrorEvent, Fingerprint, Hint
@@ -26,7 +27,7 @@ def canonical_exception(name: str) -> str:
     return base.rsplit(".", 1)[-1] if "." in base else base
 
 
-_KILLED = re.compile(r"\bsignal (SIG[A-Z]+)|\bexit ?code:? -(\d+)|Signal (\d+) \(|\b(SIGKILL|SIGSEGV|SIGABRT|SIGBUS)\b", re.I)
+_KILLED = lazyre.compile(r"\bsignal (SIG[A-Z]+)|\bexit ?code:? -(\d+)|Signal (\d+) \(|\b(SIGKILL|SIGSEGV|SIGABRT|SIGBUS)\b", re.I)
 _SIGNAL_NAMES = {"9": "SIGKILL", "11": "SIGSEGV", "6": "SIGABRT", "7": "SIGBUS", "15": "SIGTERM"}
 # Signals a process raises on itself where it crashed: a segfault in NCCL set-up and one
 # in a tokenizer share the signal and nothing else, so the signal alone identifies
@@ -57,15 +58,15 @@ def killed_by(event: ErrorEvent) -> str | None:
 
 # KeyError's repr of the key, an index: nothing but the value (after normalization); a
 # sentence in quotes (a logger's quoted message) is no value
-VALUE_ONLY = re.compile(r"""^\s*(?:'[^'\s]*'|"[^"\s]*"|<[a-z]+>|-?\d+)\s*$""")
+VALUE_ONLY = lazyre.compile(r"""^\s*(?:'[^'\s]*'|"[^"\s]*"|<[a-z]+>|-?\d+)\s*$""")
 
 # CUDA's asynchronous faults: a kernel failed, reported at whatever call synchronized next
-_DEVICE_FAULT = re.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
+_DEVICE_FAULT = lazyre.compile(r"\b(?:an illegal memory access was encountered|misaligned address|unspecified launch failure"
                            r"|an illegal instruction was encountered|device-side assert triggered"
                            r"|Memory access fault by GPU)\b", re.I)  # (ROCm's HSA runtime: the same, on AMD)
 # A kernel that asked for more than the GPU has (Triton's shared memory or registers, a
 # launch's resources): each kernel asks for its own, so which kernel is the crash
-_KERNEL_LIMIT = re.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
+_KERNEL_LIMIT = lazyre.compile(r"\bout of resource: \w+|too many resources requested for launch", re.I)
 
 
 def names_no_kernel(template: str) -> bool:
@@ -133,14 +134,14 @@ def fingerprint(event: ErrorEvent | None) -> Fingerprint:
 
 # A source location an error's text names: "(/src/tllmBuffers.h:118)", "memory_utils.cu:32",
 # "kernels/apply_token_bitmask_inplace_cuda.cu(212)"
-_NATIVE_LOCATION = re.compile(r"(?<![\w.])(?P<path>(?:[A-Za-z]:)?[\w./\\-]*?(?P<file>[\w-]+\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)))[:(]\d+\b")
+_NATIVE_LOCATION = lazyre.compile(r"(?<![\w.])(?P<path>(?:[A-Za-z]:)?[\w./\\-]*?(?P<file>[\w-]+\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)))[:(]\d+\b")
 # The API a CUDA check names as what failed: "CUDA runtime error in ::cudaMallocAsync(ptr, n)"
-_FAILED_CALL = re.compile(r"\b(?:error|failed) in (?:::)?(?P<call>[A-Za-z_]\w*)\(")
+_FAILED_CALL = lazyre.compile(r"\b(?:error|failed) in (?:::)?(?P<call>[A-Za-z_]\w*)\(")
 
 
 # C code names the function that reports a failure first ("%s: ", __func__), as ggml and
 # llama.cpp do: "ggml_backend_cuda_buffer_type_alloc_buffer: allocating ... failed"
-_REPORTING_FUNCTION = re.compile(r"(?P<func>[a-z][a-z0-9]*(?:_[a-z0-9]+){2,}): ")
+_REPORTING_FUNCTION = lazyre.compile(r"(?P<func>[a-z][a-z0-9]*(?:_[a-z0-9]+){2,}): ")
 
 
 def _named_site(message: str, hints: list[Hint]) -> list[str]:

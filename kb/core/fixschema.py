@@ -20,6 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from kb.core import lazyre
 from kb.core.engines import ENGINES
 from kb.core.gpus import GPU_FAMILIES
 from kb.core.recommend import FIX_KINDS
@@ -37,8 +38,8 @@ CHANGE_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                       frozenset({"engine"})),
 }
 APPLIES_KEYS = frozenset({"engine", "engine_versions", "model_archs", "gpu_families"})
-_PLACEHOLDER = re.compile(r"\.\.\.|…|<[a-z][\w -]*>|\bTODO\b|\bXXX\b", re.I)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLACEHOLDER = lazyre.compile(r"\.\.\.|…|<[a-z][\w -]*>|\bTODO\b|\bXXX\b", re.I)
+_ENV_NAME = lazyre.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class RecordError(ValueError):
@@ -80,7 +81,7 @@ def check_version(value: Any, field: str) -> None:
         raise RecordError(field, f"{value!r} is not a PEP 440 version (e.g. '0.11.0')") from None
 
 
-_BUILD_TAG = re.compile(r"b\d{3,6}\Z")  # llama.cpp names its releases by build number
+_BUILD_TAG = lazyre.compile(r"b\d{3,6}\Z")  # llama.cpp names its releases by build number
 
 
 def _check_target_version(value: Any, field: str) -> None:

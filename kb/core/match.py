@@ -17,6 +17,7 @@ from difflib import SequenceMatcher
 from rapidfuzz import fuzz, utils
 from rapidfuzz.distance import Levenshtein
 
+from kb.core import lazyre
 from kb.core.comparable import carried_error, comparable
 from kb.core.engines import compatible
 from kb.core.fingerprint import CRASH_SIGNALS, VALUE_ONLY, canonical_exception, names_no_kernel
@@ -43,29 +44,29 @@ _VALUE_SITE = {"exception": 0.40, "frames": 0.60}
 # unhandled cuda error" vs "..., unhandled system error": one word apart, two causes).
 _CODE_SLOTS = (
     # (not a CUDA error NCCL quotes as its last error: "Cuda failure 1 'invalid argument'")
-    ("NCCL result", re.compile(
+    ("NCCL result", lazyre.compile(
         r"(?<!['‘])\b(unhandled cuda error|unhandled system error|internal (?:check )?(?:error|failure)|invalid usage|"
         r"invalid argument|remote process exited|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|"
         r"ncclInvalidUsage|ncclInvalidArgument|ncclRemoteError)\b", re.I)),
-    ("collective", re.compile(r"\bSeqNum=(<first>|<n>)")),  # the first one, or a later one
+    ("collective", lazyre.compile(r"\bSeqNum=(<first>|<n>)")),  # the first one, or a later one
     # an HTTP status says what the server refused: a token (401), a gated repo (403), a
     # missing file (404), an outage (5xx)
-    ("HTTP status", re.compile(r"\b(?:([1-5]\d\d) (?:Client|Server) Error|HTTP Error ([1-5]\d\d))\b")),
+    ("HTTP status", lazyre.compile(r"\b(?:([1-5]\d\d) (?:Client|Server) Error|HTTP Error ([1-5]\d\d))\b")),
     # a runtime's numeric error code (Ascend ACL's "error code:507035" or "runtime result =
     # 507018", a driver's "result=1" or "status=4", SYCL's "Native API returns: 20"): one
     # stream synchronize failing with 507035 and one with 507018 failed differently
-    ("error code", re.compile(r"\b(?:error code\s*[:=]?|result\s*=|returns:|status\s*[:=])\s*(-?\d+)\b", re.I)),
+    ("error code", lazyre.compile(r"\b(?:error code\s*[:=]?|result\s*=|returns:|status\s*[:=])\s*(-?\d+)\b", re.I)),
     # the library the loader could not open is what is missing (libcuda: no driver; libcudart:
     # no CUDA runtime of that major), however alike the rest of the sentence
-    ("shared library", re.compile(r"\b(lib[\w+-]+)(?:\.so[\w.]*)?: cannot open shared object file")),
-    ("CUDA error", re.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
+    ("shared library", lazyre.compile(r"\b(lib[\w+-]+)(?:\.so[\w.]*)?: cannot open shared object file")),
+    ("CUDA error", lazyre.compile(r"\bCUDA error: ([a-z][a-z -]*?[a-z])(?= CUDA kernel errors| Compile with| For debugging|[^a-z -]|$)",
                               re.I)),
     # The operating system's reason after an errno, however the error prints it
     # (`[Errno <n>] Address already in use`, `(errno: <n> - Permission denied)`,
     # `errno=<n> Connection refused`): one bind failing on a taken port and one on a
     # privileged port read alike but for these words. The number is normalized away.
-    ("OS error", re.compile(r"\b[Ee]rrno\]?[:=]? ?<n>\]?(?: -)? ([A-Za-z][A-Za-z' ]*[A-Za-z])")),
-    ("OS error", re.compile(r"\bname: (E[A-Z]{3,})\b")),  # torch 2.4+: `code: -98, name: EADDRINUSE`
+    ("OS error", lazyre.compile(r"\b[Ee]rrno\]?[:=]? ?<n>\]?(?: -)? ([A-Za-z][A-Za-z' ]*[A-Za-z])")),
+    ("OS error", lazyre.compile(r"\bname: (E[A-Z]{3,})\b")),  # torch 2.4+: `code: -98, name: EADDRINUSE`
 )
 _ENGINE_DIFFERS = 0.12
 _PHASE_DIFFERS = 0.05  # a soft term: phase guesses are often wrong, and the hash no longer splits by phase
@@ -168,8 +169,8 @@ def term_overlap(a: str, b: str, weights: TermWeights = UNIFORM, *, cut: bool = 
     return shared / sum(weights.weight(t) for t in terms_a | terms_b)
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_PLACEHOLDER = re.compile(r"<[a-z]+>")
+_SENTENCE_END = lazyre.compile(r"(?<=[.!?])\s+")
+_PLACEHOLDER = lazyre.compile(r"<[a-z]+>")
 _SHARED_SENTENCES = 3  # a statement and its detail: fewer is too little to call two texts one form
 
 
@@ -329,14 +330,14 @@ def _library_run(frames: list[str]) -> list[str]:
 # checkpoint's broadcast on one rank; ALLREDUCE vs GATHER, another code path), however
 # alike the record around them reads. (A timed-out WorkNCCL's op is only what was pending.)
 _MISMATCHED_COLLECTIVES = "mismatch between collectives"
-_OP_TYPE = re.compile(r"\bOpType=([A-Z_]+)")
+_OP_TYPE = lazyre.compile(r"\bOpType=([A-Z_]+)")
 
 
 # A mapping printed in the message ("resource request {'node:<ip>': <n>, 'GPU': <n>}",
 # "unexpected keys {'lm_head.weight': ...}"): its keys name what was asked for or missing,
 # its values are this run's
-_MAPPING = re.compile(r"\{([^{}]{1,2000})\}")
-_MAPPING_KEY = re.compile(r"""(?:^|,\s*)['"]([^'"]{1,80})['"]\s*:""")
+_MAPPING = lazyre.compile(r"\{([^{}]{1,2000})\}")
+_MAPPING_KEY = lazyre.compile(r"""(?:^|,\s*)['"]([^'"]{1,80})['"]\s*:""")
 
 
 def _mapping_keys(text: str) -> frozenset[str]:
@@ -365,7 +366,7 @@ def _code_pairs(a: str, b: str) -> list[tuple[str, str, str]]:
 
 # A token that names a thing: an acronym (UVA, NCCL), a code identifier (num_gpu_blocks,
 # sm90, cudaMalloc)
-_NAMING_TOKEN = re.compile(r"\b(?:[A-Z]{2,}[A-Z0-9]*|[a-z]+_[a-z0-9_]+|[A-Za-z]+[0-9]\w*|[a-z]+[A-Z]\w*)\b")
+_NAMING_TOKEN = lazyre.compile(r"\b(?:[A-Z]{2,}[A-Z0-9]*|[a-z]+_[a-z0-9_]+|[A-Za-z]+[0-9]\w*|[a-z]+[A-Z]\w*)\b")
 
 
 def _generic(template: str) -> bool:
@@ -381,7 +382,7 @@ def _generic(template: str) -> bool:
 # shape, size or type an operation needs ("shape '[<n>, <n>]' is invalid for input of size
 # <n>"): any code raises it, so where it was raised says what failed, also behind a wrapper's
 # "Failed to start model server: "
-_BUILTIN_TEXT = re.compile(
+_BUILTIN_TEXT = lazyre.compile(
     r"(?:^|: )(?:shape '\[[^\]]*\]' is invalid for input of size <n>"
     r"|The size of tensor a \(<n>\) must match the size of tensor b \(<n>\) at non-singleton dimension <n>"
     r"|The expanded size of the tensor \(<n>\) must match the existing size \(<n>\) at non-singleton dimension <n>"
@@ -554,7 +555,7 @@ def score(query: CrashFeatures, candidate: CrashFeatures, weights: TermWeights =
     return MatchScore(score=total, status=status, explanation=explanation)
 
 
-_OUT_OF_MEMORY = re.compile(r"\bout of memory\b|\bOutOfMemory|\bOOM\b", re.I)
+_OUT_OF_MEMORY = lazyre.compile(r"\bout of memory\b|\bOutOfMemory|\bOOM\b", re.I)
 
 
 def phase_decides(features: CrashFeatures) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kb.core import lazyre
 from kb.core.lazyre import LazyPattern, lazy
 from kb.core.records import Frame
 
@@ -23,10 +24,10 @@ class Normalizer:
     why: str
 
 
-_CODE_FILE = re.compile(r"[/\\]([\w+-]+?)(?:\.cpython-\d+\w*-[\w-]+|\.abi3)?(\.(?:so(?:\.\d+)*|pyd|dll|py|pyx|cpp|cc|cu|cuh|c|h|hpp|rs|go))[/\\]?$")
+_CODE_FILE = lazyre.compile(r"[/\\]([\w+-]+?)(?:\.cpython-\d+\w*-[\w-]+|\.abi3)?(\.(?:so(?:\.\d+)*|pyd|dll|py|pyx|cpp|cc|cu|cuh|c|h|hpp|rs|go))[/\\]?$")
 
 
-_SONAME_VERSION = re.compile(r"(?:[.]\d+)+$")
+_SONAME_VERSION = lazyre.compile(r"(?:[.]\d+)+$")
 
 
 def _code_file_kept(match: re.Match[str]) -> str:
@@ -121,7 +122,7 @@ MAX_TEMPLATE = 240
 
 # An Itanium-mangled name nested in a namespace: _ZN / _ZNK (const) / _ZTVN (vtable), then
 # the first component's length and name, or St for std::
-_NESTED_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVKRO]*(St|\d+)")
+_NESTED_SYMBOL = lazyre.compile(r"_Z(?:T[VIS])?N[rVKRO]*(St|\d+)")
 
 
 def _symbol_namespace(symbol: str) -> str:

@@ -10,14 +10,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kb.core import lazyre
 from kb.core.comparable import carried_error, comparable
 from kb.core.records import CrashFeatures
 
-_WORD = re.compile(r"[a-z][a-z_]{2,}")
+_WORD = lazyre.compile(r"[a-z][a-z_]{2,}")
 _KEY_STOP = frozenset({"the", "and", "not"})
 # A term: a word, identifier or dotted/slashed name of the template; placeholders
 # ("<n>", "<path>") are what normalization made equal, so they identify nothing.
-_TERM = re.compile(r"(?<![<\w])[A-Za-z_][\w.-]*[A-Za-z0-9_]")
+_TERM = lazyre.compile(r"(?<![<\w])[A-Za-z_][\w.-]*[A-Za-z0-9_]")
 _STOP_TERMS = frozenset("""a an the of to in on at by for from with and or is are was were be been
 has have had it its this that not no as if when while into than then so""".split())
 
@@ -25,8 +26,8 @@ has have had it its this that not no as if when while into than then so""".split
 # A short label before the statement ("CUDA initialization: ", "CUDA error: ") and a log
 # tag ("[TensorRT-LLM][ERROR] "): one error is printed with and without them, by torch's
 # warning and its exception, by a C++ logger and the Python exception it becomes.
-_TAGS = re.compile(r"^(?:\[[\w .-]{1,30}\])+ ?")
-_LABEL = re.compile(r"^[A-Za-z][\w .-]{2,40}?: (?=\S.{19})")
+_TAGS = lazyre.compile(r"^(?:\[[\w .-]{1,30}\])+ ?")
+_LABEL = lazyre.compile(r"^[A-Za-z][\w .-]{2,40}?: (?=\S.{19})")
 
 
 def message_key(template: str) -> str:
@@ -46,7 +47,7 @@ def message_key(template: str) -> str:
 
 # Where a message's own statement may start after a clause of context: a logger's or
 # wrapper's "Failed to load step 'x': Step load failed: <the error>".
-_CLAUSE_END = re.compile(r"(?<=[\w)'\"\]]): (?=\S)")
+_CLAUSE_END = lazyre.compile(r"(?<=[\w)'\"\]]): (?=\S)")
 _CLAUSE_KEYS = 3
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb.core import lazyre
 from kb.core.engines import compatible
 
 
@@ -174,7 +175,7 @@ def _switch_advice(fixes: Sequence[FixEvidence], because: str,
 
 
 SUBSTRATES = frozenset({"pytorch", "other"})  # what every engine runs on: its incidents apply to all
-_REQUIREMENT = re.compile(r"^[A-Za-z][\w.-]*\s*(?:[<>=!~]=?|===?)")  # "transformers>=4.45.2"
+_REQUIREMENT = lazyre.compile(r"^[A-Za-z][\w.-]*\s*(?:[<>=!~]=?|===?)")  # "transformers>=4.45.2"
 
 
 def _other_engine(incident_engine: str | None, crash_engine: str | None) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kb.core import lazyre
 from kb.core.lazyre import LazyPattern, lazy
 
 MASK = "***"
@@ -80,7 +81,7 @@ _WORDS = ("token", "secret", "password", "passwd", "passphrase", "credential", "
 _SEPARATORS = ("=", ":", "'", '"', " ")
 # Names ending with a key-like word that hold no secret: tokenizer special tokens, cache
 # and lookup keys, public keys.
-_NOT_SECRET_NAME = re.compile(
+_NOT_SECRET_NAME = lazyre.compile(
     r"(?:bos|eos|pad|unk|sep|cls|mask|image|video|audio|start|end|special|placeholder|boi|eoi|vision|"
     r"think|tool|default|next|last|first|stop|sink|max|min|num|n|per|total|sum|count)[_-]?(?:token)$"
     r"|(?:cache|hash|sort|primary|foreign|partition|lookup|dict|idempotency|routing|shard|row|map|group|"
@@ -108,8 +109,8 @@ def shannon_entropy(value: str) -> float:
     return -sum(n / size * math.log2(n / size) for n in counts.values())
 
 
-_SEGMENT = re.compile(r"[^A-Za-z0-9]+")
-_HEX = re.compile(r"[0-9a-fA-F]+")
+_SEGMENT = lazyre.compile(r"[^A-Za-z0-9]+")
+_HEX = lazyre.compile(r"[0-9a-fA-F]+")
 
 
 def looks_random(value: str) -> bool:
@@ -150,10 +151,10 @@ def _mask_random_value(match: re.Match[str]) -> str:
 # --- PEM private-key blocks -------------------------------------------------------------
 _PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_OPENS = re.compile(_PEM_BEGIN + r"[\s'\"`|]*$")  # the body is on the lines after
-_PEM_BODY_TOKEN = re.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]+={0,2}(?=[\s'\",\\]*$)")  # the last word
-_PEM_BODY_RUN = re.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]{16,}={0,2}(?=[\s'\",\\]|$)")  # lines joined in one
-_PEM_HEADER = re.compile(r"(?:Proc-Type|DEK-Info|Comment):|^\s*$")
+_PEM_OPENS = lazyre.compile(_PEM_BEGIN + r"[\s'\"`|]*$")  # the body is on the lines after
+_PEM_BODY_TOKEN = lazyre.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]+={0,2}(?=[\s'\",\\]*$)")  # the last word
+_PEM_BODY_RUN = lazyre.compile(r"(?<![^\s'\"|:>])[A-Za-z0-9+/]{16,}={0,2}(?=[\s'\",\\]|$)")  # lines joined in one
+_PEM_HEADER = lazyre.compile(r"(?:Proc-Type|DEK-Info|Comment):|^\s*$")
 PEM_MAX_LINES = 400  # body lines of a 16k-bit RSA key are fewer
 
 

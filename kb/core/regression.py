@@ -18,7 +18,9 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-_VERSION = re.compile(r"\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*")
+from kb.core import lazyre
+
+_VERSION = lazyre.compile(r"\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*")
 
 
 def parse_version(text: str | None) -> Version | None:

@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kb.core import patterns as P
+from kb.core import lazyre, patterns as P
 from kb.core import scan
 from kb.core.normalize import library_path, message_template
 from kb.core.records import LOGGED_ERROR, ErrorEvent, Frame
@@ -203,8 +203,8 @@ def _fatal_record_before(record: Group, abort: Group, groups: list[Group]) -> bo
 
 
 _ABORT_AFTER_LOG = 10  # lines from a fatal record (a terminal may wrap it) to the abort it ends in
-_CUDA_ERROR = re.compile(r"CUDA error|cudaError|CUDA_ERROR|launch failure")
-_CU_SOURCE = re.compile(r"\.cuh?:\d+")
+_CUDA_ERROR = lazyre.compile(r"CUDA error|cudaError|CUDA_ERROR|launch failure")
+_CU_SOURCE = lazyre.compile(r"\.cuh?:\d+")
 
 
 def _kernel_assert(event: ErrorEvent) -> bool:
@@ -216,7 +216,7 @@ def _kernel_assert(event: ErrorEvent) -> bool:
 
 _SHELL_JOB_SIGNAL = next(rule for rule in P.ERROR_LINES if rule.name == "shell-job-signal")
 # Windows reports a native crash to Python's ctypes as this OSError (SIGSEGV elsewhere)
-_ACCESS_VIOLATION = re.compile(r"^exception: access violation\b")
+_ACCESS_VIOLATION = lazyre.compile(r"^exception: access violation\b")
 
 
 def _unloaded_component(best: Group, unloaded: Sequence[tuple[Found, str]]) -> Group | None:
@@ -239,7 +239,7 @@ def _unloaded_component(best: Group, unloaded: Sequence[tuple[Found, str]]) -> G
 
 
 # An error that gives only a library's result code (`nixlBackendError: NIXL_ERR_BACKEND`)
-_RESULT_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_RESULT_CODE = lazyre.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _STATEMENT_KINDS = frozenset({"log_error", "native", "cpp", "ucx"})
 _STATEMENT_LINES = 60  # how far above the code the library's own statement may be
 
@@ -283,7 +283,7 @@ def _stated_by_library(best: Group, groups: list[Group]) -> Group | None:
 
 
 _INTRODUCED_WITHIN = 3  # lines below the introduction (a terminal's cut may split it)
-_INTRODUCES = re.compile(r"^[\w`'\" .-]{1,40}:$")  # "`ptxas` stderr:", "Last error:", "Output:"
+_INTRODUCES = lazyre.compile(r"^[\w`'\" .-]{1,40}:$")  # "`ptxas` stderr:", "Last error:", "Output:"
 
 
 def _introduced_below(best: Group, groups: list[Group]) -> Group | None:
@@ -444,18 +444,18 @@ def _states_only_code(event: ErrorEvent) -> bool:
 
 
 _PEER_GONE = next(rule for rule in P.CASCADES if rule.name == "peer-gone")
-_WENT_ON = re.compile(r"\b(?:falling|fall(?:s|en)?) back to\b|\bretrying\b", re.I)
-_DEVICE_FAILURE = re.compile(r"out of memory|[Cc]uda failure|CUDA error|illegal memory access")
-_CONSTANT_ASSERT = re.compile(r"(?:\((?:false|0)\) failed|: (?:false|0))\s*$")
-_CODE_ONLY_FAILURE = re.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*-?\w+\.?\s*$")
+_WENT_ON = lazyre.compile(r"\b(?:falling|fall(?:s|en)?) back to\b|\bretrying\b", re.I)
+_DEVICE_FAILURE = lazyre.compile(r"out of memory|[Cc]uda failure|CUDA error|illegal memory access")
+_CONSTANT_ASSERT = lazyre.compile(r"(?:\((?:false|0)\) failed|: (?:false|0))\s*$")
+_CODE_ONLY_FAILURE = lazyre.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*-?\w+\.?\s*$")
 # a logged error whose last word is how a process ended ('"llama runner terminated"
 # error="exit status 2"'): the exit, where the runner's own words may come after it
-_EXIT_ONLY = re.compile(r"\b(?:exit (?:status|code)|exited with (?:status|code))\s*[:=]?\s*-?\w+[\"']?\s*$")
-_KIND_ONLY = re.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
-_VALIDATION_COUNT = re.compile(r"\d+ validation errors? for [\w.]+")
+_EXIT_ONLY = lazyre.compile(r"\b(?:exit (?:status|code)|exited with (?:status|code))\s*[:=]?\s*-?\w+[\"']?\s*$")
+_KIND_ONLY = lazyre.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
+_VALIDATION_COUNT = lazyre.compile(r"\d+ validation errors? for [\w.]+")
 # Python's words for a None where an object was expected: what a creation that failed
 # elsewhere leaves behind (a thread's model instance, a client never connected)
-_NONE_USED = re.compile(r"^'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable|callable))")
+_NONE_USED = lazyre.compile(r"^'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable|callable))")
 
 
 def _score(group: Group) -> float:
@@ -508,7 +508,7 @@ def _score(group: Group) -> float:
 
 
 # Words that make an ERROR line name a failure rather than report one.
-_STRONG_ERROR = re.compile(r"out of memory|CUDA error|illegal memory|NCCL error|[Ss]egmentation fault|core dumped"
+_STRONG_ERROR = lazyre.compile(r"out of memory|CUDA error|illegal memory|NCCL error|[Ss]egmentation fault|core dumped"
                            r"|\b[A-Z]\w*(?:Error|Exception)\b|[Aa]ssertion"
                            # ... or the operating system's reason (strerror's words): why a call failed
                            r"|Connection refused|Connection reset by peer|No route to host|Network is unreachable"
@@ -693,13 +693,13 @@ def _better_representative(new: Found, old: Found) -> bool:
 
 # What a warning that reports a failure says: something failed, is missing, does not fit
 # or is refused ("CUDA initialization: The NVIDIA driver on your system is too old").
-_FAILURE_TERMS = re.compile(
+_FAILURE_TERMS = lazyre.compile(
     r"\b(?:errors?|fail(?:ed|s|ure)?|unable|cannot|can't|could not|couldn't|not (?:found|supported|available|"
     r"compatible|enough|initiali[sz]ed)|unsupported|incompatible|too (?:old|new|large|small|long|many|few)|"
     r"invalid|mismatch(?:ed)?|missing|exceed(?:s|ed)?|out of memory|timed out|refused|denied|no \w+ (?:found|available))\b",
     re.I)
 # ... and one that says the failure is harmless ("You may ignore this warning if ...")
-_HARMLESS = re.compile(r"\b(?:may|can) (?:safely )?(?:be )?ignored?\b", re.I)
+_HARMLESS = lazyre.compile(r"\b(?:may|can) (?:safely )?(?:be )?ignored?\b", re.I)
 
 
 def _warns_of_failure(text: str) -> bool:

@@ -23,6 +23,7 @@ import random
 import re
 import time
 
+from kb.core import lazyre
 from kb.core.capture import ESCAPED_ESC, LOST_ESC
 
 SHAPES: tuple[str, ...] = (
@@ -37,17 +38,17 @@ _DOCKER_CHUNK = 16 * 1024  # moby copier buffer: a full buffer without newline i
 _CRI_MAX_LINE = 16 * 1024  # containerd max_container_log_line_size default
 _JOURNALD_LINE_MAX = 48 * 1024  # journald LineMax= default: longer lines are split
 
-_PROC_PREFIX = re.compile(r"\((?:[^()\s]+ )?pid=\d+(?:, ip=[0-9.]+)?\) ")
-_RAY_PREFIX = re.compile(r"\([^()\s]+ pid=\d+, ip=[0-9.]+\) ")
-_TB_START = re.compile(r"Traceback \(most recent call last\):|During handling of the above|"
+_PROC_PREFIX = lazyre.compile(r"\((?:[^()\s]+ )?pid=\d+(?:, ip=[0-9.]+)?\) ")
+_RAY_PREFIX = lazyre.compile(r"\([^()\s]+ pid=\d+, ip=[0-9.]+\) ")
+_TB_START = lazyre.compile(r"Traceback \(most recent call last\):|During handling of the above|"
                        r"The above exception was the direct cause")
-_ERROR_WORD = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
-_VLLM_HEAD = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+_ERROR_WORD = lazyre.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+_VLLM_HEAD = lazyre.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) "
                         r"(\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (\[[^\]\s]+:\d+\])")
-_LEVEL_WORD = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+_LEVEL_WORD = lazyre.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _LEVEL_COLOUR = {"DEBUG": "37", "INFO": "32", "WARNING": "33", "WARN": "33", "ERROR": "31",
                  "CRITICAL": "35", "FATAL": "1;31"}
-_SGR = re.compile(r"\x1b\[[0-9;]*m|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_SGR = lazyre.compile(r"\x1b\[[0-9;]*m|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 def _iso(ns: int, digits: int | None) -> str:

@@ -11,7 +11,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from kb.core import patterns as P
+from kb.core import lazyre, patterns as P
 from kb.core import scan
 from kb.core.comparable import CARRIED_ERROR
 from kb.core.lazyre import lazy
@@ -880,7 +880,7 @@ def _rule_message(match: re.Match[str]) -> str:
     return message.strip()
 
 
-_REPR_OPEN = re.compile(r"(?<![\w.:])[A-Za-z_][\w.:]*\($")
+_REPR_OPEN = lazyre.compile(r"(?<![\w.:])[A-Za-z_][\w.:]*\($")
 
 
 def _rule_exception(rule: P.Rule, groups: dict) -> str:
@@ -975,10 +975,10 @@ class _Demangler:
         return name
 
 
-_WORD_IN = re.compile(r"[A-Za-z]{2}")
+_WORD_IN = lazyre.compile(r"[A-Za-z]{2}")
 _FAILURE_WORDS = lazy(r"\b(?:timed out|[Ff]ailed|[Ee]rror|refused|denied|[Uu]nable to|[Cc]annot|[Cc]ould not|exceeded|out of memory)\b")
-_OBJECT_ERROR_NAME = re.compile(r'^"name":\s*"(?P<exc>[A-Za-z_][\w.]*)",?$')
-_OBJECT_ERROR_MESSAGE = re.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
+_OBJECT_ERROR_NAME = lazyre.compile(r'^"name":\s*"(?P<exc>[A-Za-z_][\w.]*)",?$')
+_OBJECT_ERROR_MESSAGE = lazyre.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
 
 
 def _says_something(text: str) -> bool:
@@ -988,9 +988,9 @@ def _says_something(text: str) -> bool:
     return not text.startswith('File "') and bool(_WORD_IN.search(_TAGS.sub("", text)))
 
 
-_TAGS = re.compile(r"\[[^\[\]]*(?:\]|$)")
+_TAGS = lazyre.compile(r"\[[^\[\]]*(?:\]|$)")
 # ninja's step counter, then the compiler or linker it runs
-_BUILD_STEP = re.compile(r"\[\d+/\d+\] (?:\S*/)?(?:nvcc|hipcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|ar|cmake)(?:\s|$)")
+_BUILD_STEP = lazyre.compile(r"\[\d+/\d+\] (?:\S*/)?(?:nvcc|hipcc|c\+\+|g\+\+|gcc|cc|clang\+\+|clang|ld|ar|cmake)(?:\s|$)")
 
 
 # IPython's frame listing: "Cell In[7], line 4", numbered source lines, "----> 4 x = f()"
@@ -1000,7 +1000,7 @@ _IPYTHON_LISTING = lazy(r"^(?:Cell In\[\d*\], line \d+|-*> ?\d+ |\d+ |-{10,}$)")
 # A class named by its module's dotted path (`triton.runtime.autotuner.OutOfResources`,
 # `torch._dynamo.exc.Unsupported`): Python's traceback prints an exception so, whatever
 # the class is called; a logger's or a config's name is not CamelCase at its end.
-_QUALIFIED_CLASS = re.compile(r"(?:[a-z_][a-z0-9_]*\.){2,}[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*")
+_QUALIFIED_CLASS = lazyre.compile(r"(?:[a-z_][a-z0-9_]*\.){2,}[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*")
 
 
 def _looks_like_exception(name: str, in_traceback: bool) -> bool:
@@ -1082,11 +1082,11 @@ _HEADER_STATEMENT = lazy(r"^(?:[A-Z][\w ]{2,80}?|\w+ in [\w .-]+?) (?:while|when
 
 _NATIVE_KINDS = frozenset({"cuda", "cpp", "native"})
 _WARNED_KEPT = 8
-_CAUSE_NUMBER = re.compile(r"^\d+: ")
+_CAUSE_NUMBER = lazyre.compile(r"^\d+: ")
 _MPI_RULER = "-" * 74  # Open MPI's show_help frame (IPython's is 75 wide)
 _NOT_HELP, _HELP_NOT_ERROR = -2, -1  # what an open help block turned out to be (else: errors found before it)
 _MAX_HELP_LINES = 24  # a help message is short: more between two rulers is other output
-_STATES_FAILURE = re.compile(r"\b(?:fail(?:ed|s|ure)?|unable|errors?|abort(?:ed|ing)?|cannot|could not)\b", re.I)
+_STATES_FAILURE = lazyre.compile(r"\b(?:fail(?:ed|s|ure)?|unable|errors?|abort(?:ed|ing)?|cannot|could not)\b", re.I)
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _MAX_REGISTER_LINES = 12  # a crash report's banner and register dump before its frames
 # ggml_cuda_error's report: "  current device: 0, in function alloc at /src/ggml-cuda.cu:529"
@@ -1107,7 +1107,7 @@ def _stated_in_header(header: str) -> str:
 
 
 # a shell's or Python's prompt before a command: `$ pip list`, `(venv) $ nvidia-smi`, `>>> import vllm`
-_SHELL_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\$|>>>) \S")
+_SHELL_PROMPT = lazyre.compile(r"^(?:\([\w.-]+\) )?(?:\$|>>>) \S")
 
 
 # The lines Python itself prints above a traceback it reports outside the main flow
@@ -1153,7 +1153,7 @@ def _unwrap_validation_error(event: ErrorEvent) -> None:
         event.message = match.group(2).strip()
 
 
-_ESCAPE = re.compile(r"\\([nt'\"\\])")
+_ESCAPE = lazyre.compile(r"\\([nt'\"\\])")
 _ESCAPED = {"n": "\n", "t": " ", "'": "'", '"': '"', "\\": "\\"}
 
 
@@ -1323,10 +1323,10 @@ def _quote_end(inner: str, quote: str) -> int | None:
 
 
 # a quote mark that opens or closes a quote (an apostrophe stands between two letters)
-_INNER_QUOTE = {mark: re.compile(rf"(?<!\w){mark}|{mark}(?!\w)") for mark in ("'", '"')}
+_INNER_QUOTE = {mark: lazyre.compile(rf"(?<!\w){mark}|{mark}(?!\w)") for mark in ("'", '"')}
 
 
-_QUOTE = re.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)
+_QUOTE = lazyre.compile(r"(?:with error|error was|caused by|exception|Error|traceback\s*:)\s*[:=]?\s*['\"(]?", re.I)
 
 
 def _line_as_error(line: LogLine, stripped: str) -> Found:

@@ -150,3 +150,18 @@ def test_eval_names_a_label_field_of_the_wrong_shape(tmp_path):
     result = CliRunner().invoke(main, ["eval", str(tmp_path), "--no-grouping"])
     assert result.exit_code == 1
     assert "a.json: 'parallel' must be an object or null, got int (4)" in result.output
+
+
+def test_console_entry_keeps_compiled_patterns_and_answers_the_same_with_them(tmp_path):
+    """The fast path writes the programs it compiled to the cache directory and reads them
+    on the next run; a damaged cache file is compiled again. Same JSON every time."""
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path)}
+    entry = [sys.executable, "-c", "from kb.entry import main; main()", "analyze", str(WRAPPED), "--json"]
+    first = subprocess.run(entry, capture_output=True, check=True, env=env).stdout
+    (programs,) = tmp_path.glob("re-*.marshal")
+    cached = subprocess.run(entry, capture_output=True, check=True, env=env).stdout
+    programs.write_bytes(b"\x00not a marshal dump")
+    damaged = subprocess.run(entry, capture_output=True, check=True, env=env).stdout
+    assert json.loads(first) == json.loads(cached) == json.loads(damaged)
+    assert json.loads(first)["root_cause"]["exception"]
+    assert programs.stat().st_size > 10_000  # written again in full after the damaged read
