@@ -136,6 +136,10 @@ ATOMS: tuple[Prefix, ...] = (
     Prefix("mpi-tag", lazy(r"^\[(?P<stream>\d+,\d+)\]<(?:stdout|stderr|stddiag)>:"),
          "[1,3]<stderr>:Traceback (most recent call last):",
          "Open MPI's --tag-output: [jobid,rank]<stream>: and the output right after it", starts="["),
+    Prefix("buildkit", lazy(r"^#(?P<stream>\d{1,4}) \d{1,6}\.\d{2,3} "),
+         "#12 31.552 nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
+         "docker build's plain progress (BuildKit, as CI logs show it): the build step's number and "
+         "the seconds since the step began", starts="#"),
 )
 
 _BY_FIRST, _ANY_START = by_first_char(ATOMS)
@@ -514,9 +518,21 @@ def _glued_lines(text: str) -> list[str]:
     cuts = [run for run in _PADDING_RUN.finditer(text) if starts_record(text[run.end():], specific=True)]
     lines, start = [], 0
     for run in cuts:
-        lines += _GLUED_LINE.split(text[start:run.start()])
+        lines += _padded_pieces(text[start:run.start()])
         start = run.end()
-    return lines + _GLUED_LINE.split(text[start:])
+    return lines + _padded_pieces(text[start:])
+
+
+def _padded_pieces(text: str) -> list[str]:
+    """`text` cut at each run of _GLUED_LINE that pads a line to a console's width (the run
+    ends at least _MIN_WRAP_WIDTH columns after the last cut): a short marker aligned with
+    the text after it (pytest's `E                   RuntimeError: ...`) is one line."""
+    pieces, start = [], 0
+    for run in _GLUED_LINE.finditer(text):
+        if run.end() - start >= _MIN_WRAP_WIDTH:
+            pieces.append(text[start:run.start()])
+            start = run.end()
+    return [*pieces, text[start:]]
 
 
 # A label-prefixed stream (`srun --label`'s "10: ") pasted with its line breaks turned

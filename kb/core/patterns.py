@@ -691,10 +691,14 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a Go program (ollama) aborted on a panic; the goroutine dump follows",
          exception="Go panic", role="root", kind="cpp", anchors=("panic: ",)),
     Rule("launcher-signal",
-         _r(r"(?:\[(?:'[^']*'(?:, )?)+\] )?(?P<msg>.*(?:exits with return code = -(?P<signal>\d+)|exited on signal (?P<signal2>\d+)|signaled to shutdown with signal (?P<signal3>\d+)|terminated with signal (?P<signal4>\d+)).*)$"),
+         _r(r"(?:\[(?:'[^']*'(?:, )?)+\] )?(?P<msg>.*(?:exits with return code = -(?P<signal>\d+)|exited on signal (?P<signal2>\d+)|signaled to shutdown with signal (?P<signal3>\d+)|terminated with signal (?P<signal4>\d+)"
+            r"|(?:died|was killed|was terminated|terminated) (?:due to|by) signal (?P<signal5>\d+)).*)$"),
          "[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] exits with return code = -9",
-         "DeepSpeed, mpirun and TGI report a child killed by a signal (9: usually the host OOM killer)",
-         exception="signal", role="confirmation", kind="signal", anchors=("return code = -", "exited on signal", "with signal")),
+         "DeepSpeed, mpirun and TGI report a child killed by a signal (9: usually the host OOM killer); so do "
+         "compiler drivers of the tools they ran (nvcc: \"'cicc' died due to signal 9 (Kill signal)\", gcc: "
+         "\"cc1plus: fatal error: Killed signal terminated program\" is the shell's words)",
+         exception="signal", role="confirmation", kind="signal",
+         anchors=("return code = -", "exited on signal", "with signal", "due to signal", "by signal")),
     Rule("ray-memory-pressure",
          _r(r"^(?P<msg>.*?(?:killed due to memory pressure \(OOM\)|Memory on the node .{0,400}? was \d+(?:\.\d+)?GB / \d+(?:\.\d+)?GB"
             r"|the out of memory issue: \S+/ray-oom-prevention\b).*)$"),
@@ -1377,6 +1381,9 @@ ERROR_ANCHORS: tuple[str, ...] = (
     "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA", "FATAL", "timed out",
+    # sentences that state a failure without an error word (kb.core.tracebacks' statements:
+    # a paste of the message alone, the line a cut traceback's logger printed above it)
+    "not allow", "not writable", "a problem",
     # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",
     # older "[E socket.cpp:860]": the level is all such a line may hold of an error
     "[E0", "[E1", "[E ", "[F0", "[F1",

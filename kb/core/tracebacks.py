@@ -32,7 +32,8 @@ _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\)
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _TABLE_BORDER = lazy(r"^\+-[-+]*$")
 # Words a sentence states a failure with (and the pre-filter lets through).
-_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory|timed out)\b"
+_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory|timed out"
+                          r"|(?:does|do) not allow|(?:is|are) not allowed|not writable|(?:was|is) a problem)\b"
                           r"|\w\)? failed[.!]?$")  # "... allocation of size 268435456 failed"
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
 # "Could not import X: why", "Failed to load X with ImportError(...)": X, what went missing.
@@ -78,6 +79,9 @@ class Found:
     # asyncio's report of a task nobody awaited ("future: <Task finished ... exception=X('m')>"):
     # it names the exception the task's traceback, printed next, ends with
     task_result: bool = False
+    # the text before a mention's exception on its line (pytest's `E   `): the lines of its
+    # message that repeat it carry it as a prefix, not as words of the message
+    lead: str = ""
 
 
 @dataclass(slots=True)
@@ -328,6 +332,16 @@ class Extractor:
             # is where Python prints the exception. Without `Type: ` (a paste that cut
             # it) it is the message, if the traceback ends there and nothing else (a
             # progress bar, another record) was printed in between.
+            raised = P.RAISE_CALL.match(frames[-1].code or "")
+            named = P.EXCEPTION_MENTION.search(stripped) if raised else None
+            if (named is not None and named["msg"] is not None
+                    and named["exc"].rpartition(".")[2] == raised["exc"].rpartition(".")[2]):
+                # the exception line the last frame's `raise` names, behind a prefix the
+                # capture did not peel (an excerpt that shows it on a few lines only)
+                self._close(line, stream, named["exc"], named["msg"])
+                if stream.continuation_of is not None:
+                    stream.continuation_of.lead = stripped[:named.start()]
+                return True
             if not _PROGRESS.search(stripped):  # a redrawn progress bar, whoever drew it, is not
                 stream.untyped_lines += 1
                 if line.level in (None, _tb_level(stream)) and _says_something(stripped):
@@ -460,7 +474,8 @@ class Extractor:
         if found.wraps:  # a sentence wrapped in a column: its words go on
             event.message = f"{event.message} {stripped}".strip()
         else:
-            event.message = f"{event.message}\n{line.body}" if event.message else line.body.strip()
+            text = stripped[len(found.lead):] if found.lead and stripped.startswith(found.lead) else line.body
+            event.message = f"{event.message}\n{text}" if event.message else text.strip()
         return True
 
     @staticmethod
@@ -724,7 +739,8 @@ class Extractor:
                            line_number=line.number, kind="python",
                            reason="an exception named inside a log line")
         found = Found(event, line.level, line.timestamp, line.record, mention=True,
-                      task_result=stripped.startswith("future: <Task ") and stripped[:match.start()].endswith("exception="))
+                      task_result=stripped.startswith("future: <Task ") and stripped[:match.start()].endswith("exception="),
+                      lead=stripped[:match.start()])
         self._add(stream, found)
         if match["repr"] is None:
             stream.continuation_of = found
@@ -976,7 +992,8 @@ class _Demangler:
 
 
 _WORD_IN = lazyre.compile(r"[A-Za-z]{2}")
-_FAILURE_WORDS = lazy(r"\b(?:timed out|[Ff]ailed|[Ee]rror|refused|denied|[Uu]nable to|[Cc]annot|[Cc]ould not|exceeded|out of memory)\b")
+_FAILURE_WORDS = lazy(r"\b(?:timed out|[Ff]ailed|[Ee]rror|refused|denied|[Uu]nable to|[Cc]annot|[Cc]ould not|exceeded|out of memory"
+                     r"|not writable|(?:was|is) a problem)\b")
 _OBJECT_ERROR_NAME = lazyre.compile(r'^"name":\s*"(?P<exc>[A-Za-z_][\w.]*)",?$')
 _OBJECT_ERROR_MESSAGE = lazyre.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
 
