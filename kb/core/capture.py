@@ -642,8 +642,9 @@ def _shown(raw: str) -> tuple[str, str]:
 
 def _lost_esc(raw: str) -> bool:
     """Colour codes without their ESC byte on the line (an ESC written out as text,
-    `#033[0m`, is clean_parts' to read off)."""
-    return ("m" in raw and any(reset in raw for reset in _LOST_RESETS)
+    `#033[0m`, is clean_parts' to read off). One that opens the line counts without its
+    reset (a copy that kept only the head's colour: `[33m(raylet) A worker died ...`)."""
+    return ("m" in raw and (any(reset in raw for reset in _LOST_RESETS) or raw[:1] == "[" and LOST_ESC.match(raw) is not None)
             and not any(escaped in raw for escaped in ESCAPED_ESC))
 
 

@@ -680,6 +680,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "[2023-07-11 15:20:41,680 E 42067 42067] logging.cc:97: Unhandled exception: St13runtime_error. what(): NCCL Error 5: invalid usage",
          "Ray's C++ core logs an uncaught C++ exception (its type mangled) before it aborts",
          role="root", kind="cpp", anchors=("Unhandled exception:",)),
+    Rule("dotnet-unhandled-exception",
+         _r(r"^An unhandled exception of type '(?P<exc>[A-Za-z_][\w.]*)' occurred in [^:']+: '?(?P<msg>.+?)'?$"),
+         "An unhandled exception of type 'System.IO.FileNotFoundException' occurred in LLamaSharp.dll: 'Could not find file model.gguf'",
+         "a .NET program (ONNX Runtime GenAI's and llama.cpp's C# bindings) died of an exception nobody caught, "
+         "in Visual Studio's words (the console's 'Unhandled exception. System.X: ...' names it as Python does)",
+         role="root", kind="python", anchors=("An unhandled exception of type '",)),
     Rule("rust-panic",
          _r(r"(?P<msg>thread '[^']*' panicked at .+)$"),
          "thread 'main' panicked at 'called `Result::unwrap()` on an `Err` value: Os { code: 2 }', router/src/main.rs:221:43",

@@ -648,9 +648,11 @@ class Extractor:
             exception = "OSError" if _OS_ERROR_TEXT.match(stripped) else LOGGED_ERROR
             event = ErrorEvent(exception=exception, message=stripped, process=_label(line),
                                line_number=line.number, kind="log_error")
-            found = Found(event, line.level, line.timestamp, line.record, wraps=line.wraps)
+            # a record that ends in a colon goes on below, unprefixed (Rust's tracing prints
+            # the target and place, then the error chain a cause a line): as if wrapped
+            found = Found(event, line.level, line.timestamp, line.record, wraps=line.wraps or stripped.endswith(":"))
             self._add(stream, found)
-            if line.wraps:
+            if found.wraps:
                 stream.continuation_of, stream.continuation_lines = found, 0
                 stream.continuation_layers = line.layers
         elif line.level == "WARNING" and _FAILURE_STATEMENT.search(stripped):
@@ -992,7 +994,7 @@ class _Demangler:
 
 
 _WORD_IN = lazyre.compile(r"[A-Za-z]{2}")
-_FAILURE_WORDS = lazy(r"\b(?:timed out|[Ff]ailed|[Ee]rror|refused|denied|[Uu]nable to|[Cc]annot|[Cc]ould not|exceeded|out of memory"
+_FAILURE_WORDS = lazy(r"\b(?:timed out|[Ff]ailed|[Ee]rror|[Ee]xception|refused|denied|[Uu]nable to|[Cc]annot|[Cc]ould not|exceeded|out of memory"
                      r"|not writable|(?:was|is) a problem)\b")
 _OBJECT_ERROR_NAME = lazyre.compile(r'^"name":\s*"(?P<exc>[A-Za-z_][\w.]*)",?$')
 _OBJECT_ERROR_MESSAGE = lazyre.compile(r'^"message":\s*"(?P<msg>(?:[^"\\]|\\.)*)')
