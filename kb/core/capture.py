@@ -642,9 +642,8 @@ def _shown(raw: str) -> tuple[str, str]:
 
 def _lost_esc(raw: str) -> bool:
     """Colour codes without their ESC byte on the line (an ESC written out as text,
-    `#033[0m`, is clean_parts' to read off). One that opens the line counts without its
-    reset (a copy that kept only the head's colour: `[33m(raylet) A worker died ...`)."""
-    return ("m" in raw and (any(reset in raw for reset in _LOST_RESETS) or raw[:1] == "[" and LOST_ESC.match(raw) is not None)
+    `#033[0m`, is clean_parts' to read off)."""
+    return ("m" in raw and any(reset in raw for reset in _LOST_RESETS)
             and not any(escaped in raw for escaped in ESCAPED_ESC))
 
 
@@ -701,6 +700,11 @@ def peel(raw: str, profile: Profile | None = None) -> Peeled:
         text = out.text
         if profile is not None and profile.indent and text.startswith(profile.indent) and "indent" not in out.layers:
             out.text, out.layers = text[len(profile.indent):], out.layers + ("indent",)
+            continue
+        if text[:1] == "[" and (lost := LOST_ESC.match(text)) and text[lost.end():lost.end() + 1] not in ("", " ", "]"):
+            # a colour code that lost its ESC (and its reset) at the head, outside the
+            # capture's prefixes or behind them: `[33m(raylet) A worker died ...`
+            out.text = text[lost.end():]
             continue
         atom_match = None
         for atom in _BY_FIRST.get(text[:1], _ANY_START):
