@@ -14,6 +14,7 @@ from kb.core import scan
 from kb.core.capture import Peeled, Profile, peel, unglued
 from kb.core.context import ContextCollector
 from kb.core.fingerprint import fingerprint
+from kb.core.order import newest_first
 from kb.core.patterns import starts_record
 from kb.core.records import Analysis, ErrorEvent, Timing
 from kb.core.redact import Redactor
@@ -36,6 +37,9 @@ FIRST_PAGE = 64 * 1024  # the first page reports every context line (capped), la
 PAGE = 1024 * 1024  # pre-filter pages: bounds at absolute positions, not at chunk ends
 PROFILE_BYTES = 64 * 1024  # the head the capture profile is learned from
 HEAD_PROFILE_LINES = 400
+# a newest-first copy is held whole to be read from its end; a longer one is read as given
+# (held and turned around, it costs twice its size in memory)
+MAX_REVERSED = 48 * 1024 * 1024
 
 
 class Analyzer:
@@ -46,7 +50,8 @@ class Analyzer:
     bounds are absolute positions in the log (the first newline after each PAGE bytes),
     whatever the chunks were."""
 
-    def __init__(self, *, secret_lines: bool = False, use_hyperscan: bool | None = None) -> None:
+    def __init__(self, *, secret_lines: bool = False, use_hyperscan: bool | None = None,
+                 in_order: bool = False) -> None:
         # With secret_lines, the lines that may hold a secret are collected from the
         # pre-filter's pass over the pages (see analyze_for_storage).
         self.secret_lines: list[tuple[int, int]] | None = [] if secret_lines else None
@@ -70,6 +75,8 @@ class Analyzer:
         self._bytes = 0
         self._notes: list[str] = []
         self._last_line: tuple[int, bytes] | None = None  # the last line that is not blank, numbered
+        self._in_order = in_order  # True: read as given, whatever the head says of the order
+        self._held: bytearray | None = None  # a newest-first log, held to be read from its end
 
     def feed(self, data: bytes) -> None:
         if not data:
@@ -90,6 +97,8 @@ class Analyzer:
             except zlib.error:
                 self._note_corrupt()
         self._learn(final=True)
+        if self._held is not None:
+            return self._from_the_end()
         self._drain(final=True)
         for joined in self._rejoiner.flush(self._lines_before) if self._rejoiner is not None else ():
             self._parse(joined.first, joined.last - joined.first + 1, joined.line, True)
@@ -169,6 +178,31 @@ class Analyzer:
         )
 
     # ----------------------------------------------------------------------------------
+    def _from_the_end(self) -> Analysis:
+        """The analysis of a newest-first log (see kb.core.order): its lines read from the
+        last to the first, line numbers counted in the log as given."""
+        lines = bytes(self._held or b"").split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        reader = Analyzer(in_order=True, use_hyperscan=self._scan.use_hyperscan)
+        reader.feed(b"\n".join(reversed(lines)) + b"\n")
+        analysis = reader.finish()
+        for event in {id(event): event for event in [analysis.root_cause, *analysis.symptoms] if event}.values():
+            if event.line_number:  # (each event once)
+                event.line_number = len(lines) - event.line_number + 1
+        analysis.capture.insert(0, "newest line first (a log viewer's copy): read from the last line up")
+        analysis.bytes = self._bytes
+        analysis.notes = [*self._notes, *analysis.notes]
+        self.secret_lines_complete = False  # the reader's ranges are the turned log's
+        return analysis
+
+    def _read_as_given(self) -> None:
+        """Too long to hold (MAX_REVERSED): read the newest-first log as given."""
+        held, self._held = bytes(self._held or b""), None
+        self._notes.append("the log lists its newest line first but is too long to turn around: read as given")
+        self._pending = held
+        self._drain(final=False)
+
     def _note_corrupt(self) -> None:
         if "gzip stream is corrupt; analysed what could be decompressed" not in self._notes:
             self._notes.append("gzip stream is corrupt; analysed what could be decompressed")
@@ -186,6 +220,11 @@ class Analyzer:
 
     def _take(self, data: bytes) -> None:
         self._bytes += len(data)
+        if self._held is not None:
+            self._held += data
+            if len(self._held) > MAX_REVERSED:
+                self._read_as_given()
+            return
         if self._profile is not None and self._pending:
             start = self._straddling_page(data)
             if start is not None:  # the rest is paged in place: no copy of the whole chunk
@@ -209,7 +248,10 @@ class Analyzer:
         lines = head.decode("utf-8", "replace").split("\n")
         if len(self._pending) > PROFILE_BYTES or not final:
             lines = lines[:-1]  # the last one may be cut
-        self._profile = Profile.learn([line[:MAX_LINE] for line in lines[:HEAD_PROFILE_LINES]])
+        head_lines = [line[:MAX_LINE] for line in lines[:HEAD_PROFILE_LINES]]
+        self._profile = Profile.learn(head_lines)
+        if not self._in_order and newest_first(head_lines, self._profile):
+            self._held, self._pending = bytearray(self._pending), b""
         self._scan.capture_prefix = self._capture_prefix if self._profile.captured else None
         if self._profile.wrap_width or self._profile.inner_wrap_width or self._profile.word_wrap_width:
             self._rejoiner = Rejoiner(self._profile)

@@ -372,7 +372,7 @@ class ContextCollector:
             if crash_line is not None and number > crash_line:
                 break
             crash_ts = ts
-        first, last = _parse_time(self.first_timestamp), _parse_time(crash_ts) if crash_ts else None
+        first, last = parse_time(self.first_timestamp), parse_time(crash_ts) if crash_ts else None
         seconds = (last - first).total_seconds() if first and last else None
         if seconds is not None and seconds < 0:
             seconds = None
@@ -395,7 +395,7 @@ _TIME_FORMATS = tuple((lazyre.compile(shape), fmt) for shape, fmt in (
 ))
 
 
-def _parse_time(text: str) -> datetime | None:
+def parse_time(text: str) -> datetime | None:
     text = text.strip()
     if re.match(r"^\d{3} \d\d:", text):  # glog "E114 09:07:08": month without its leading zero
         text = "0" + text
