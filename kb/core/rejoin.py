@@ -73,9 +73,7 @@ class Rejoiner:
 
     def _outer(self, number: int, text: str, width: int) -> list[Joined]:
         out = []
-        if self._text and not self._text.endswith(_OPENERS) and (
-                starts_record(peel(text, self.profile).text, specific=cuts_a_word(self._text, text))
-                or same_head(self._text, text) or self._code_after_frame(self._text, text)):
+        if self._text and self._ends_record(self._text, text, peel(text, self.profile).text):
             out.append(Joined(self._first, number - 1, self._text))  # the cut line ended with its record
             self._text = ""
         piece = text.rstrip("\r")
@@ -98,8 +96,7 @@ class Rejoiner:
         first = number
         held, self._peeled = self._peeled, None
         if held is not None:
-            if (peeled.stream == held.stream and not starts_record(peeled.text)
-                    and not self._code_after_frame(held.text, peeled.text)):
+            if peeled.stream == held.stream and not self._ends_record(held.text, peeled.text, peeled.text):
                 held.text += peeled.text
                 peeled, first = held, self._first
             else:
@@ -129,6 +126,15 @@ class Rejoiner:
         self._piece, self._last = piece, line.last
         self._peeled, self._first = peeled, first
         return out
+
+    def _ends_record(self, held: str, text: str, body: str) -> bool:
+        """Does the held piece end with its record, the line `text` (`body`: peeled)
+        starting one of its own? Not after an opening bracket; yes before an engine header
+        (one that says more than a word's rest where the cut split a word), the same
+        writer's next record, or a whole frame line's code."""
+        return not held.endswith(_OPENERS) and (
+            starts_record(body, specific=cuts_a_word(held, text)) or same_head(held, text)
+            or self._code_after_frame(held, text))
 
     def _code_after_frame(self, held: str, text: str) -> bool:
         """An indented line after a held piece that is a whole traceback frame line is
