@@ -13,6 +13,7 @@ from kb.core.capture import Profile, peel
 from kb.core.context import parse_time
 from kb.core.split import parse_line
 
+ORDER_LINES = 120  # the head's lines that decide (a reversed copy opens with its crash)
 MAX_FRAMES_WALKED = 60  # lines above a traceback's header searched for its exception line
 BACKWARD_STEPS = 8  # timestamps that go back at least this often ...
 FORWARD_SHARE = 0.1  # ... and forward at most this share as often: a reversed copy
@@ -27,6 +28,7 @@ def newest_first(lines: list[str], profile: Profile) -> bool:
     right above a frame; one reversed has frames (and code) right above its header and
     its exception line above them. Each process's lines are read apart (two workers'
     tracebacks interleave); any traceback in the usual order says no."""
+    lines = lines[:ORDER_LINES]
     parsed = [parse_line(number, line, profile) for number, line in enumerate(lines, 1)]
     captured = [peel(line, profile).timestamp for line in lines]
     stamps = captured if sum(1 for t in captured if t) > BACKWARD_STEPS else [line.timestamp for line in parsed]
