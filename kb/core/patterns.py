@@ -119,6 +119,11 @@ PREFIXES: tuple[Prefix, ...] = (
            "(torch.distributed.elastic; torch.compile's adds its compile id: '[0/0] '); "
            "C++ libraries' short form is the severity's letter and file:line alone ('E ucx_utils.cpp:585] ', NIXL)",
            header=True, starts='IWEF'),
+    Prefix("llamacpp-log", _r(r"^(?P<ts>\d+\.\d\d\.\d{3}\.\d{3}) (?P<level>[DIWE]) (?:(?P<src>[a-z]{2,5}) +(?=\S))?"),
+           "0.00.307.807 E llama_model_load: error loading model: unknown model architecture: 'spark2_5'",
+           "llama.cpp's own log with its time stamps on (llama-server, llama-box): time since start, the "
+           "level's letter, a component's short tag ('srv', 'cmn')",
+           header=True, engine="llama.cpp", starts="0123456789"),
     Prefix("neuron", _r(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+):\s+\d+\s+(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\s+\|\|(?P<src>[\w-]+)\|\|:\s*"),
            "2024-12-14 00:55:07.000624:  327  ERROR ||NEURON_CC_WRAPPER||: Compilation failed for /tmp/model.hlo_module.pb after 0 retries.",
            "AWS Neuron's libraries (neuronx-cc wrapper, compile cache): time, pid, level, ||COMPONENT||",
