@@ -707,6 +707,25 @@ def _warns_of_failure(text: str) -> bool:
     return bool(_FAILURE_TERMS.search(text)) and not _HARMLESS.search(text)
 
 
+# multiprocessing's transport: a pipe read or written, a handle taken from another process
+_PIPE_TRANSPORT = frozenset({"_recv", "_recv_bytes", "recv", "recv_bytes", "_send", "_send_bytes", "send",
+                             "send_bytes", "poll", "_poll", "detach", "steal_handle", "recvfds", "sendfds"})
+_PIPE_MODULE = lazyre.compile(r"(?:^|[/\\])multiprocessing[/\\](?:connection|reduction)\.py$")
+_OS_FAILURES = frozenset({"OSError", "PermissionError", "EOFError", "BrokenPipeError", "ConnectionResetError",
+                          "ConnectionAbortedError", "ConnectionError"})
+
+
+def _lost_pipe(event: ErrorEvent) -> bool:
+    """An OS error raised in multiprocessing's transport (its last frame a pipe's read or
+    write, or the duplication of another process's handle): the process at the other end
+    is gone. Its own error, if the log shows it, is the cause; a pickling error raised in
+    the same modules is not a transport's and stays a cause."""
+    if event.kind != "python" or not event.frames or event.exception.rpartition(".")[2] not in _OS_FAILURES:
+        return False
+    last = event.frames[-1]
+    return last.function in _PIPE_TRANSPORT and bool(_PIPE_MODULE.search(last.path or last.file))
+
+
 def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]:
     event = item.event
     if event.kind == "log_error":
@@ -740,6 +759,9 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
     cascade = scan.first_rule(P.CASCADES, text)
     if cascade:
         return "cascade", f"{cascade.name}: {cascade.why}"
+    if _lost_pipe(event):
+        return "cascade", ("raised where multiprocessing moves data or handles over a pipe to another "
+                           "process: that process went away first (Windows: 'Access is denied')")
     if event.role == "cascade":
         return "cascade", event.reason or "cascade"
     if event.role == "confirmation":
