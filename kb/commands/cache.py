@@ -51,20 +51,18 @@ def load_programs() -> None:
 
 
 def save_programs() -> None:
-    """Keep the programs compiled in this run that the cache did not hold."""
+    """Keep the programs compiled in this run that the cache did not hold, beside those
+    load_programs read (the file is written whole: what the engine refused is left out)."""
     new = lazyre.recorded()
     directory = cache_dir()
     if not new or directory is None:
         return
     path = _programs_file(directory)
+    kept = lazyre.preloaded()
+    if len(kept) + len(new) > PROGRAMS_KEPT:
+        kept = {}
+    kept.update(new)
     try:
-        try:
-            kept = marshal.loads(path.read_bytes())
-        except Exception:
-            kept = {}
-        if not isinstance(kept, dict) or len(kept) + len(new) > PROGRAMS_KEPT:
-            kept = {}
-        kept.update(new)
         directory.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_bytes(marshal.dumps(kept))

@@ -181,7 +181,8 @@ class Analyzer:
     def _from_the_end(self) -> Analysis:
         """The analysis of a newest-first log (see kb.core.order): its lines read from the
         last to the first, line numbers counted in the log as given."""
-        lines = bytes(self._held or b"").split(b"\n")
+        assert self._held is not None
+        lines = self._held.split(b"\n")
         if lines and not lines[-1]:
             lines.pop()
         reader = Analyzer(in_order=True, use_hyperscan=self._scan.use_hyperscan)
@@ -198,7 +199,8 @@ class Analyzer:
 
     def _read_as_given(self) -> None:
         """Too long to hold (MAX_REVERSED): read the newest-first log as given."""
-        held, self._held = bytes(self._held or b""), None
+        assert self._held is not None
+        held, self._held = bytes(self._held), None
         self._notes.append("the log lists its newest line first but is too long to turn around: read as given")
         self._pending = held
         self._drain(final=False)

@@ -33,7 +33,7 @@ _METHODS = ("search", "match", "fullmatch", "finditer", "sub", "subn")
 Program = tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]
 _PROGRAMS: dict[tuple[str, int], Program] = {}
 _RECORDED: dict[tuple[str, int], Program] = {}
-_RECORDING: list[bool] = [False]
+_RECORDING = False
 
 
 def program_tag() -> str:
@@ -45,9 +45,10 @@ def program_tag() -> str:
 def preload(programs: dict[tuple[str, int], Program]) -> None:
     """Take programs compiled by an earlier run of this interpreter (see `program_tag`),
     and from now on record the programs of patterns compiled anew (see `recorded`)."""
+    global _RECORDING
     if _sre is not None:
         _PROGRAMS.update(programs)
-        _RECORDING[0] = True
+        _RECORDING = True
 
 
 def recorded() -> dict[tuple[str, int], Program]:
@@ -55,10 +56,15 @@ def recorded() -> dict[tuple[str, int], Program]:
     return dict(_RECORDED)
 
 
+def preloaded() -> dict[tuple[str, int], Program]:
+    """The programs `preload` took, but those the engine refused."""
+    return dict(_PROGRAMS)
+
+
 def compile(pattern: str, flags: int = 0) -> re.Pattern[str]:  # noqa: A001 - re.compile's name
     key = (pattern, int(flags))
     program = _PROGRAMS.get(key)
-    if program is None and _RECORDING[0] and isinstance(pattern, str):
+    if program is None and _RECORDING and isinstance(pattern, str):
         program = _RECORDED[key] = _program(pattern, int(flags))
     if program is not None:
         try:

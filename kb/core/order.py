@@ -28,9 +28,9 @@ def newest_first(lines: list[str], profile: Profile) -> bool:
     right above a frame; one reversed has frames (and code) right above its header and
     its exception line above them. Each process's lines are read apart (two workers'
     tracebacks interleave); any traceback in the usual order says no."""
-    lines = lines[:ORDER_LINES]
-    parsed = [parse_line(number, line, profile) for number, line in enumerate(lines, 1)]
-    captured = [peel(line, profile).timestamp for line in lines]
+    peeled = [peel(line, profile) for line in lines[:ORDER_LINES]]
+    parsed = [parse_line(number, line, profile) for number, line in enumerate(peeled, 1)]
+    captured = [line.timestamp for line in peeled]
     stamps = captured if sum(1 for t in captured if t) > BACKWARD_STEPS else [line.timestamp for line in parsed]
     times = [moment for stamp in stamps if stamp and (moment := parse_time(stamp))]
     backward = sum(later < earlier for earlier, later in zip(times, times[1:]))

@@ -36,7 +36,7 @@ def test_every_pattern_the_fixtures_need_is_rebuilt_equal_to_re_compile():
 def test_a_program_the_engine_refuses_is_compiled_again(monkeypatch):
     monkeypatch.setattr(lazyre, "_PROGRAMS", {})
     monkeypatch.setattr(lazyre, "_RECORDED", {})
-    monkeypatch.setattr(lazyre, "_RECORDING", [False])
+    monkeypatch.setattr(lazyre, "_RECORDING", False)
     flags, code, groups, groupindex, indexgroup = lazyre._program(r"(?P<word>\w+) failed", 0)
     damaged = (flags, [code[0], 999999, *code[2:]], groups, groupindex, indexgroup)
     lazyre.preload({(r"(?P<word>\w+) failed", 0): damaged})
@@ -49,7 +49,7 @@ def test_a_program_the_engine_refuses_is_compiled_again(monkeypatch):
 def test_only_programs_compiled_since_the_preload_are_recorded(monkeypatch):
     monkeypatch.setattr(lazyre, "_PROGRAMS", {})
     monkeypatch.setattr(lazyre, "_RECORDED", {})
-    monkeypatch.setattr(lazyre, "_RECORDING", [False])
+    monkeypatch.setattr(lazyre, "_RECORDING", False)
     lazyre.compile(r"before\d")
     assert lazyre.recorded() == {}  # no preload (the service): nothing recorded
     known = {(r"known\d", 0): lazyre._program(r"known\d", 0)}
