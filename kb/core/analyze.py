@@ -127,7 +127,7 @@ class Analyzer:
             found = [*found, *before]
             root, symptoms = choose(found, benign=False)
         statement = self._extractor.statement
-        if root is None and statement is not None and self._extractor.statements == 1:
+        if root is None and statement is not None and len(self._extractor.statement_templates) == 1:
             # a log without any error but one line that states a failure in words (a paste
             # of just the message, or that line among a launch's progress): that is the error
             found = [*found, statement]

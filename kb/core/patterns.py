@@ -414,10 +414,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "(the tag is where it was logged, not a kind)",
          exception="TensorRT-LLM error", role="root", kind="cpp", anchors=("[TensorRT-LLM][ERROR]",)),
     Rule("ggml-assert",
-         _r(r"(?P<msg>GGML_ASSERT\(.{0,600}?\) failed|GGML_ASSERT: \S+:\d+: .+|(?<=\d: )GGML_ASSERT\(.{8,600}$)"),
+         _r(r"(?P<msg>GGML_ASSERT\(.{0,600}?\) failed|GGML_ASSERT: \S+:\d+: .+|(?<=\d: )GGML_ASSERT\((?P<cut>.{1,600})$)"),
          "/src/llama.cpp/ggml/src/ggml.c:3921: GGML_ASSERT(ggml_nelements(a) == ne0*ne1) failed",
          "llama.cpp / ggml abort on a failed assertion; the condition names the cause (behind the "
-         "abort's `file:line: `, a line an excerpt cut before `) failed` still reports it)",
+         "abort's `file:line: `, a line cut before `) failed` still reports it, and goes on below)",
          exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",)),
     Rule("open-mpi-runtime-error",
          _r(r"^\[[\w.-]+:\d+\] (?:\[\[\d+,\d+\],\d+\] )?(?P<msg>(?:PRTE|PRRTE|ORTE|OPAL|PMIX) ERROR: .+)$"),
@@ -460,7 +460,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "failed and the condition: the condition names what does not fit",
          exception="Assertion failed", role="root", kind="cpp", anchors=(", condition: ",)),
     Rule("glibc-assert",
-         _r(r"(?<!\S)(?P<msg>(?:[^\s:]+: )?[^\s:]+\.\w+:\d+(?:: .{1,400}?:|:?\s+) ?Assertion [`'].+['`] failed(?:\.|\s*$))"),
+         _r(r"(?<!\S)(?P<msg>(?:[^\s:]+: )?[^\s:]+\.\w+:\d+(?:: .{1,400}?:|:?\s+) ?Assertion [`'](?:.+['`] failed(?:\.|\s*$)|(?P<cut>[^'`]*)$))"),
          "python3: ../nptl/pthread_mutex_lock.c:94: ___pthread_mutex_lock: Assertion `mutex->__data.__owner == 0' failed.",
          "glibc's assert(): program, file:line, function, condition; the process aborts next (the "
          "program's name may have been read as the stream's label); UCX's own assert prints "
@@ -1387,14 +1387,30 @@ BLOCK_ANCHORS: tuple[str, ...] = (
     # message may go on below, whatever the class is called
     *(f".{capital}" for capital in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
 ) + tuple(a for table in (ERROR_LINES, KNOWN_MESSAGES) for rule in table for a in rule.anchors)  # messages go on
+# Phrases a sentence states a failure with, without naming an error (kb.core.tracebacks'
+# statements: a paste of the message alone, the line a cut traceback's logger printed
+# above it, a device's report that it is about to kill the process): (pattern, literals
+# every match of it holds, which the pre-filter looks for).
+FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"\b(?:is|are) not supported\b|\bnot supported (?:on|by|for|in)\b", ("not supported",)),
+    (r"\b[Ff]ailed to\b", ("failed", "Failed")),
+    (r"\bout of memory\b", ("out of memory",)),
+    (r"\btimed out\b", ("timed out",)),
+    (r"\b(?:does|do) not allow\b|\b(?:is|are) not allowed\b", ("not allow",)),
+    (r"\bnot writable\b", ("not writable",)),
+    (r"\b(?:was|is) a problem\b", ("a problem",)),
+    (r"\b(?:[Ff]atal|[Cc]ritical|[Uu]nrecoverable|[Uu]ncorrectable) error\b",
+     ("atal error", "ritical error", "nrecoverable error", "ncorrectable error")),
+    (r"\w\)? failed[.!]?$", ("failed",)),  # "... allocation of size 268435456 failed"
+)
+FAILURE_STATEMENT = _r("|".join(f"(?:{pattern})" for pattern, _ in FAILURE_PHRASES))
+
 # Anchors of single lines.
 ERROR_ANCHORS: tuple[str, ...] = (
     "exception", "Killed", "killed", "SIG", "exitcode", "Exit code", "Assertion", "assert",
     "NCCL", "failed", "Failed", "FAILED", "dead", "died", "out of memory", "raise ", "[E]",
     "not supported", "CUDA", "FATAL", "timed out",
-    # sentences that state a failure without an error word (kb.core.tracebacks' statements:
-    # a paste of the message alone, the line a cut traceback's logger printed above it)
-    "not allow", "not writable", "a problem",
+) + tuple(literal for _, literals in FAILURE_PHRASES for literal in literals) + (
     # glog's error and fatal levels as PyTorch's C++ side prints them: "[E1203 04:13:52.514000 ...]",
     # older "[E socket.cpp:860]": the level is all such a line may hold of an error
     "[E0", "[E1", "[E ", "[F0", "[F1",

@@ -653,9 +653,21 @@ def _mark_exit_reports(groups: list[Group]) -> None:
     error its process logged before it ("ERROR ... Could not start Candle backend: cannot
     find tensor dense.weight", then "Error: Could not create backend"). With such an error
     before it (its process's, or a JSON record's the stream split off) it is set aside;
-    alone, it is all the log says (an ollama CLI's reply)."""
+    alone, it is all the log says (an ollama CLI's reply).
+
+    A service manager's report that the main process exited with a status (systemd's
+    "Main process exited, code=exited, status=1/FAILURE") wraps whatever that process
+    printed before it, a wrapper included: the status is how the error ended the
+    process, not which error it was."""
     for group in groups:
         event = group.first.event
+        if event.exception == "exit status" and group.tier == "confirmation":
+            line = event.line_number or 0
+            if any(other is not group and not other.recovered and other.tier != "benign"
+                   and (other.first.event.line_number or 0) < line for other in groups):
+                group.tier = "symptom"
+                group.reason = "a service manager's exit report: it wraps what its process printed before it"
+            continue
         if event.exception != "Error" or event.frames or group.first.in_traceback or not group.tier.startswith("root"):
             continue
         line = event.line_number or 0

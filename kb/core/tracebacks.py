@@ -15,11 +15,14 @@ from kb.core import lazyre, patterns as P
 from kb.core import scan
 from kb.core.comparable import CARRIED_ERROR
 from kb.core.lazyre import lazy
+from kb.core.normalize import message_template
 from kb.core.records import LOGGED_ERROR, ErrorEvent, Frame
 from kb.core.split import LogLine
 
 _MAX_FRAMES = 120
 _MAX_CONTINUATION = 25
+_CUT_CONDITION_LINES = 3  # lines an assertion's condition cut by line breaks may go on for
+_CLOSES_CONDITION = lazy(r"[)'`] failed\b")
 # An OSError's text is strerror() after its errno, and a file name: one line, always
 # ("[Errno 98] Address already in use" then "Starting vLLM..." is the next print).
 _OS_ERROR_TEXT = lazy(r"^\[Errno \d+\] [^\n]+$")
@@ -31,10 +34,6 @@ _WHAT = lazy(r"^\s*what\(\):\s+(?P<msg>.*)$")
 _WHAT_INLINE = lazy(r"\bwhat\(\):\s+(?P<msg>.+?)(?:\s+Aborted(?: \(core dumped\))?\W*)?$")
 _CPP_END = lazy(r"^(?:Exception raised from|frame #\d+|\d+\s+0x[0-9a-f]+ )")
 _TABLE_BORDER = lazy(r"^\+-[-+]*$")
-# Words a sentence states a failure with (and the pre-filter lets through).
-_FAILURE_STATEMENT = lazy(r"\b(?:is not supported|are not supported|not supported (?:on|by|for|in)|[Ff]ailed to|out of memory|timed out"
-                          r"|(?:does|do) not allow|(?:is|are) not allowed|not writable|(?:was|is) a problem)\b"
-                          r"|\w\)? failed[.!]?$")  # "... allocation of size 268435456 failed"
 _RICH_FRAME = lazy(r"^│ \S.*\.py:\d+ in\b")  # `│ /x/config.py:935 in _configure │`
 # "Could not import X: why", "Failed to load X with ImportError(...)": X, what went missing.
 # Only with its reason: a bare "Failed to load model" says less than the error after it.
@@ -82,6 +81,9 @@ class Found:
     # the text before a mention's exception on its line (pytest's `E   `): the lines of its
     # message that repeat it carry it as a prefix, not as words of the message
     lead: str = ""
+    # an assertion whose condition a line break cut ("GGML_ASSERT(S", then " > 0) failed"):
+    # the lines below it held until one closes the condition (see _continuation)
+    cut_condition: list[str] | None = None
 
 
 @dataclass(slots=True)
@@ -134,10 +136,12 @@ class Extractor:
     # the first line that shows an error happened without stating it (a traceback header,
     # a chain marker, a hint printed after an error): a log with only these is a capture gap
     unstated: tuple[int, str] | None = None
-    # the first unlevelled line that states a failure in words and matched no rule, and how
-    # many there were: the one such line of a log without any error is that error
+    # the first unlevelled line that states a failure in words and matched no rule, and the
+    # different statements (up to two) there were, the same one printed by each device or
+    # rank counted once (numbers and ids masked): the one statement of a log without any
+    # error is that error
     statement: Found | None = None
-    statements: int = 0
+    statement_templates: set[str] = field(default_factory=set)
     # the first native stack (NATIVE_STACK_FRAMES frames in a row, any native format) and where
     # it began: in a log without any error, the line that said what crashed was cut above it
     native_stack: tuple[int, str] | None = None
@@ -465,6 +469,8 @@ class Extractor:
             self._end_continuation(stream)
             return True
         stream.continuation_lines += 1
+        if found.cut_condition is not None:
+            return self._cut_condition(found, stream, stripped)
         if _is_boilerplate(stripped):
             return True
         event = found.event
@@ -476,6 +482,22 @@ class Extractor:
         else:
             text = stripped[len(found.lead):] if found.lead and stripped.startswith(found.lead) else line.body
             event.message = f"{event.message}\n{text}" if event.message else text.strip()
+        return True
+
+    def _cut_condition(self, found: Found, stream: _Stream, stripped: str) -> bool:
+        """A line below an assertion whose condition a line break cut: the line that says
+        it `failed` closes the condition, and the lines up to it are its text; none within
+        _CUT_CONDITION_LINES, and they were other output (the assertion stays as cut)."""
+        pieces = found.cut_condition
+        assert pieces is not None
+        pieces.append(stripped)
+        if _CLOSES_CONDITION.search(stripped):
+            found.event.message = " ".join([found.event.message, *pieces])
+            found.end_line = found.event.line_number + len(pieces) if found.event.line_number else 0
+        elif len(pieces) < _CUT_CONDITION_LINES:
+            return True
+        found.cut_condition = None
+        self._end_continuation(stream)
         return True
 
     @staticmethod
@@ -655,17 +677,19 @@ class Extractor:
             if found.wraps:
                 stream.continuation_of, stream.continuation_lines = found, 0
                 stream.continuation_layers = line.layers
-        elif line.level == "WARNING" and _FAILURE_STATEMENT.search(stripped):
+        elif line.level == "WARNING" and P.FAILURE_STATEMENT.search(stripped):
             warned = _line_as_error(line, stripped)
             warned.event.reason = "a warning that states a failure, where no error states one"
             # taken only where nothing states an error (kb.core.analyze): its level does not
             # set it below the wrappers then
             warned.level, warned.end_line = None, line.number + line.pieces - 1
             self.warned.append(warned)
-        elif line.level is None and _FAILURE_STATEMENT.search(stripped):
-            self.statements += 1
+        elif line.level is None and P.FAILURE_STATEMENT.search(stripped):
+            if len(self.statement_templates) < 2:  # one statement, or more: all that counts
+                self.statement_templates.add(message_template(stripped))
             if self.statement is None:
                 self.statement = _line_as_error(line, stripped)
+                self.statement.event.reason = "a line that states a failure in words, where no error states one"
 
     def _caught_what(self, line: LogLine, stream: _Stream) -> bool:
         """A C++ catch that prints what() and then, on a line of its own, where it caught it
@@ -724,7 +748,9 @@ class Extractor:
         self._add(stream, found)
         if event.kind in _NATIVE_KINDS:
             stream.native = found
-        if rule.kind == "python" or event.message.endswith(":"):
+        if groups.get("cut") is not None:
+            found.cut_condition = []
+        if rule.kind == "python" or event.message.endswith(":") or found.cut_condition is not None:
             # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text)
             stream.continuation_of = found
             stream.continuation_lines = 0

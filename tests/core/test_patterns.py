@@ -88,6 +88,42 @@ def test_every_table_rule_anchor_reaches_the_prefilter():
             assert any(anchor in rule.sample for anchor in anchors), rule.name
 
 
+# Sentences that state a failure without naming an error, as real logs print them.
+_STATEMENTS = [
+    "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your GPU is not supported",
+    "FP8 quantization is not supported on this device",
+    "Sliding window attention are not supported for this backend",
+    "failed to create engine from model file",
+    "Failed to connect to GCS at address 10.0.0.1:6379 within 5 seconds.",
+    "ran out of memory while allocating the KV cache",
+    "Connection to the scheduler timed out after 600 seconds",
+    "The model's config does not allow remote code execution",
+    "Writing to /models is not allowed",
+    "The cache directory /root/.cache is not writable",
+    "There was a problem when trying to write in your cache folder",
+    "Synapse detected a device critical error that requires a restart. Killing process in 5 seconds",
+    "nvidia-smi reported a Fatal error on the GPU",
+    "Xid 48: an uncorrectable error was reported, an Unrecoverable error follows",
+    "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1024.00 MiB on device 0: cudaMalloc failed",
+    "allocation of size 268435456 failed.",
+]
+
+
+def test_every_failure_phrase_has_a_sentence_and_its_literals_reach_the_prefilter():
+    """A statement line is read only when the pre-filter lets it through: every match
+    of a failure phrase must hold one of its literals, and those are error anchors."""
+    used = set()
+    for sentence in _STATEMENTS:
+        assert P.FAILURE_STATEMENT.search(sentence), sentence
+        for pattern, literals in P.FAILURE_PHRASES:
+            if re.search(pattern, sentence):
+                used.add(pattern)
+                assert any(literal in sentence for literal in literals), (sentence, literals)
+    assert used == {pattern for pattern, _ in P.FAILURE_PHRASES}, "a phrase without a sentence here"
+    assert {literal for _, literals in P.FAILURE_PHRASES for literal in literals} <= set(P.ERROR_ANCHORS)
+    assert not P.FAILURE_STATEMENT.search("INFO 05-01 loading weights: the error rate is 0.1")
+
+
 def _alternative_samples(pattern: str) -> list[str]:
     """A sample text for each top-level alternative of a marker pattern made of literals
     with a few escapes, anchors and digit runs (what the engine markers are)."""
