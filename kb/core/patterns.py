@@ -28,10 +28,16 @@ class Rule:
     phase: str | None = None
     engine: str | None = None  # the engine that prints it
     anchors: tuple[str, ...] = field(default_factory=tuple)  # literals for the pre-filter
+    # a line break may cut the text it reports (its group "cut" matched): the line below that
+    # this pattern finds closes it (kb.core.tracebacks joins the lines up to it)
+    closes: LazyPattern | None = None
 
 
 def _r(pattern: str, flags: int = 0) -> LazyPattern:
     return lazy(pattern, flags)
+
+
+_CONDITION_CLOSED = _r(r"[)'`] failed\b")  # an assertion's condition, then that it failed
 
 
 # --------------------------------------------------------------------------------------
@@ -418,7 +424,14 @@ ERROR_LINES: tuple[Rule, ...] = (
          "/src/llama.cpp/ggml/src/ggml.c:3921: GGML_ASSERT(ggml_nelements(a) == ne0*ne1) failed",
          "llama.cpp / ggml abort on a failed assertion; the condition names the cause (behind the "
          "abort's `file:line: `, a line cut before `) failed` still reports it, and goes on below)",
-         exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",)),
+         exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",), closes=_CONDITION_CLOSED),
+    Rule("objc-uncaught-exception",
+         _r(r"\*\*\* Terminating app due to uncaught exception '(?P<exc>\w+)', reason:(?P<msg> ?'.+|(?P<cut>\s*))$"),
+         "*** Terminating app due to uncaught exception 'NSInvalidArgumentException', reason: "
+         "'-[_MTLCommandBuffer addCompletedHandler:]: failed assertion `Completed handler provided after commit call'",
+         "the Objective-C runtime (macOS: Metal, MLX, PyTorch's MPS) names the exception's class and its reason "
+         "before it aborts; libc++abi's 'uncaught exception of type NSException' below it names only the base class",
+         role="root", kind="cpp", anchors=("Terminating app due to uncaught exception",), closes=_r(r"'$")),
     Rule("open-mpi-runtime-error",
          _r(r"^\[[\w.-]+:\d+\] (?:\[\[\d+,\d+\],\d+\] )?(?P<msg>(?:PRTE|PRRTE|ORTE|OPAL|PMIX) ERROR: .+)$"),
          "[worker:15806] PRTE ERROR: Bad parameter in file base/odls_base_default_fns.c at line 962",
@@ -465,7 +478,7 @@ ERROR_LINES: tuple[Rule, ...] = (
          "glibc's assert(): program, file:line, function, condition; the process aborts next (the "
          "program's name may have been read as the stream's label); UCX's own assert prints "
          "file:line and the condition (`proto_select.c:549  Assertion `...' failed`)",
-         exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",)),
+         exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",), closes=_CONDITION_CLOSED),
     Rule("nccl-watchdog-timeout",
          _r(r"(?P<msg>(?:\[Rank \d+\] )?Watchdog caught collective operation timeout.*)$"),
          "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600021 milliseconds before timing out.",
@@ -570,10 +583,10 @@ ERROR_LINES: tuple[Rule, ...] = (
          "a native allocator's cudaMalloc failed for another reason: the CUDA error string says which",
          exception="CUDA error", role="root", kind="cuda", anchors=("cudaMalloc",)),
     Rule("native-function-failure",
-         _r(r"^(?P<msg>[a-z][a-z0-9]*_[a-z0-9_]+: (?:error: )?(?:(?:invalid|failed to|unable to|cannot|could not|unknown|missing|wrong|unsupported|not enough|error [a-z]+ing\b) .+"
+         _r(r"^(?P<msg>[a-z][a-z0-9]*_[a-z0-9_]+: (?:error: .+|(?:invalid|failed to|unable to|cannot|could not|unknown|missing|wrong|unsupported|not enough|error [a-z]+ing\b) .+"
             r"|[\w ]{1,60}\bfailed with (?:status|error|code)\b.*))$"),
          "gguf_init_from_file: invalid magic characters 'tjgg', expected 'GGUF'",
-         "a C library names the function that failed, then why (llama.cpp, ggml, GGUF loaders); "
+         "a C library names the function that failed, then why, or says `error:` (llama.cpp, ggml, GGUF loaders); "
          "the callers that give up after it print their own 'failed to load' lines below it",
          exception="native error", role="root", kind="native", anchors=(": invalid", ": failed to", ": unable to", ": cannot", ": could not", ": unknown", ": missing", ": wrong", ": unsupported", ": not enough", ": error: ", ": error ",
                                                                         " failed with status", " failed with error", " failed with code")),

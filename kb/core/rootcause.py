@@ -449,7 +449,7 @@ _DEVICE_FAILURE = lazyre.compile(r"out of memory|[Cc]uda failure|CUDA error|ille
 _CONSTANT_ASSERT = lazyre.compile(r"(?:\((?:false|0)\) failed|: (?:false|0))\s*$")
 _CODE_ONLY_FAILURE = lazyre.compile(r"\bfailed with (?:status|error|code)\s*[:=]?\s*-?\w+\.?\s*$")
 # a logged error whose last word is how a process ended ('"llama runner terminated"
-# error="exit status 2"'): the exit, where the runner's own words may come after it
+# error="exit status 2"'): a wrapper of what the runner printed, if anywhere
 _EXIT_ONLY = lazyre.compile(r"\b(?:exit (?:status|code)|exited with (?:status|code))\s*[:=]?\s*-?\w+[\"']?\s*$")
 _KIND_ONLY = lazyre.compile(r"[\w-]+(?: [\w-]+)? error", re.I)
 _VALIDATION_COUNT = lazyre.compile(r"\d+ validation errors? for [\w.]+")
@@ -496,8 +496,6 @@ def _score(group: Group) -> float:
         score -= 10  # a peer that went away says less than a local failure among the cascade
     elif group.tier == "cascade" and _DEVICE_FAILURE.search(event.message):
         score += 10  # ... and the device failing under it ("Cuda failure 'out of memory'") most
-    if group.tier == "log_error" and _EXIT_ONLY.search(event.message):
-        score -= 10  # how a process ended says less than a line with its reason
     if group.tier == "log_error" and _STRONG_ERROR.search(event.message):
         score += 10  # an ERROR line that names a real failure beats one that only reports
     if group.tier == "log_error" and group.first.introduces:
@@ -783,6 +781,9 @@ def _classify(item: Found, diagnosed: set[int] = frozenset()) -> tuple[str, str]
             # a rule knows the statement and names its kind (argparse's usage error, Ray's
             # infeasible resource request): more than any ERROR line says
             return "root-rule", event.reason
+        if _EXIT_ONLY.search(event.message):
+            return "symptom", ("it says only how a process ended (its exit status): that process's own "
+                               "output says why")
         return "log_error", event.reason or "an ERROR line with no exception"
     if event.truncated:
         if item.inferred:

@@ -21,8 +21,7 @@ from kb.core.split import LogLine
 
 _MAX_FRAMES = 120
 _MAX_CONTINUATION = 25
-_CUT_CONDITION_LINES = 3  # lines an assertion's condition cut by line breaks may go on for
-_CLOSES_CONDITION = lazy(r"[)'`] failed\b")
+_CUT_TEXT_LINES = 3  # lines an error's text cut by line breaks may go on for
 # An OSError's text is strerror() after its errno, and a file name: one line, always
 # ("[Errno 98] Address already in use" then "Starting vLLM..." is the next print).
 _OS_ERROR_TEXT = lazy(r"^\[Errno \d+\] [^\n]+$")
@@ -81,9 +80,9 @@ class Found:
     # the text before a mention's exception on its line (pytest's `E   `): the lines of its
     # message that repeat it carry it as a prefix, not as words of the message
     lead: str = ""
-    # an assertion whose condition a line break cut ("GGML_ASSERT(S", then " > 0) failed"):
-    # the lines below it held until one closes the condition (see _continuation)
-    cut_condition: list[str] | None = None
+    # a text a line break cut ("GGML_ASSERT(S", then " > 0) failed"): what closes it (its
+    # rule's `closes`) and the lines below it held until one does (see _cut_text)
+    cut: tuple[re.Pattern[str], list[str]] | None = None
 
 
 @dataclass(slots=True)
@@ -469,8 +468,8 @@ class Extractor:
             self._end_continuation(stream)
             return True
         stream.continuation_lines += 1
-        if found.cut_condition is not None:
-            return self._cut_condition(found, stream, stripped)
+        if found.cut is not None:
+            return self._cut_text(found, stream, stripped)
         if _is_boilerplate(stripped):
             return True
         event = found.event
@@ -484,19 +483,20 @@ class Extractor:
             event.message = f"{event.message}\n{text}" if event.message else text.strip()
         return True
 
-    def _cut_condition(self, found: Found, stream: _Stream, stripped: str) -> bool:
-        """A line below an assertion whose condition a line break cut: the line that says
-        it `failed` closes the condition, and the lines up to it are its text; none within
-        _CUT_CONDITION_LINES, and they were other output (the assertion stays as cut)."""
-        pieces = found.cut_condition
-        assert pieces is not None
+    def _cut_text(self, found: Found, stream: _Stream, stripped: str) -> bool:
+        """A line below an error whose text a line break cut (an assertion's condition,
+        a reason on the next line): the line that closes it ends the text, and the lines
+        up to it are its words; none within _CUT_TEXT_LINES, and they were other output
+        (the error stays as cut)."""
+        assert found.cut is not None
+        closes, pieces = found.cut
         pieces.append(stripped)
-        if _CLOSES_CONDITION.search(stripped):
-            found.event.message = " ".join([found.event.message, *pieces])
+        if closes.search(stripped):
+            found.event.message = " ".join([found.event.message, *pieces]).strip()
             found.end_line = found.event.line_number + len(pieces) if found.event.line_number else 0
-        elif len(pieces) < _CUT_CONDITION_LINES:
+        elif len(pieces) < _CUT_TEXT_LINES:
             return True
-        found.cut_condition = None
+        found.cut = None
         self._end_continuation(stream)
         return True
 
@@ -748,9 +748,9 @@ class Extractor:
         self._add(stream, found)
         if event.kind in _NATIVE_KINDS:
             stream.native = found
-        if groups.get("cut") is not None:
-            found.cut_condition = []
-        if rule.kind == "python" or event.message.endswith(":") or found.cut_condition is not None:
+        if groups.get("cut") is not None and rule.closes is not None:
+            found.cut = (rule.closes, [])
+        if rule.kind == "python" or event.message.endswith(":") or found.cut is not None:
             # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text)
             stream.continuation_of = found
             stream.continuation_lines = 0
