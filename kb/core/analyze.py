@@ -22,7 +22,7 @@ from kb.core.redactlog import inflate, redacted, redacted_log  # noqa: F401 - in
 from kb.core.rejoin import Rejoiner
 from kb.core.rootcause import choose, log_ends_early, native_stack_only, not_captured, unstated_error
 from kb.core.scan import WARNING_LINES_KEPT
-from kb.core.split import parse_line
+from kb.core.split import LogLine, parse_line
 from kb.core.textlog import GZIP_MAGIC
 from kb.core.tracebacks import Extractor, Found, _key_label
 
@@ -431,11 +431,20 @@ class Analyzer:
         whole.body = first
         # lines a padded copy glued on: the same writer's, without a record header of their
         # own, but for the records a paste joined into one line, each read with its header
-        for parsed in [whole, *(parse_line(number, part, self._profile) if starts_record(part)
+        for parsed in [whole, *(self._glued_record(number, part, whole) if starts_record(part)
                                 else replace(whole, body=part, **_GLUED_ON) for part in glued)]:
             if len(self._extractor.found) < MAX_FOUND or parsed.level not in ("ERROR", "CRITICAL"):
                 self._extractor.feed(parsed)
             self._context.feed(parsed)
+
+
+    def _glued_record(self, number: int, part: str, whole: LogLine) -> LogLine:
+        """A record a paste glued into a line, read with its own header; the capture
+        prefixed the physical line once, so the record is in that line's stream."""
+        parsed = parse_line(number, part, self._profile)
+        if not parsed.layers:
+            parsed.stream, parsed.host, parsed.layers = whole.stream, whole.host, whole.layers
+        return parsed
 
 
 _GLUED_ON = {"level": None, "source": None, "header": False, "wraps": False}
