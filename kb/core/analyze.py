@@ -437,7 +437,6 @@ class Analyzer:
                 self._extractor.feed(parsed)
             self._context.feed(parsed)
 
-
     def _glued_record(self, number: int, part: str, whole: LogLine) -> LogLine:
         """A record a paste glued into a line, read with its own header; the capture
         prefixed the physical line once, so the record is in that line's stream."""

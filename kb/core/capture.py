@@ -602,9 +602,11 @@ def unglued(text: str) -> list[str]:
             label = max(set(labels), key=labels.count)
             if labels.count(label) >= _INLINE_LABELS:
                 return [part for part in text.split(f" {label}: ") if part.strip()]
-    if len(text) > 200 and text.count(" [") >= _INLINE_LABELS:
+    if len(text) > 200 and text.count(" [") >= _INLINE_LABELS or text.startswith('File "') and " [" in text:
         heads = _INLINE_RECORD.split(text)
-        if len(heads) > _INLINE_LABELS:
+        # several records, or one after a frame's head: a function's name has no spaces,
+        # so what follows `in f` is the next line the paste joined on
+        if len(heads) > _INLINE_LABELS or len(heads) > 1 and _FLAT_FRAME_HEAD.fullmatch(heads[0]):
             return [line for part in heads if part.strip() for line in unglued(part)]
     if _PADDING in text and not IPYTHON_HEADER.match(text):
         lines = _glued_lines(text)

@@ -333,13 +333,14 @@ EXCEPTION_LINE = _r(r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*\$)?(?:[A-Z_]\w*|[a
 EXCEPTION_NAME_OUTSIDE = _r(r"(?:Error|Exception|Interrupt|Exit|Failure|Fault)(?:\([\w.]+\))?$|^" + NCCL_RESULTS_NOT_ERROR + "$")
 # An exception named anywhere in a line: "Name: message" or the repr form "Name('message')".
 # The name ends like an exception class (a module path or a C++ namespace before it), or
-# is a class of an `errors` / `exceptions` module (triton.runtime.errors.OutOfResources);
+# is a class of an `errors` / `exceptions` / `exc` module (triton.runtime.errors.OutOfResources,
+# torch._dynamo.exc.Unsupported);
 # C libraries' bindings name them lower camel case first (ncclXxxError, nixlBackendError).
 # The class may be printed as itself, `<class 'RuntimeError'>: msg` (a handler that prints
 # type(e) and then e, as TGI's server does).
 EXCEPTION_MENTION = _r(
     r"(?<![\w.])(?<!::)(?P<cls><class ')?(?P<exc>(?:[A-Za-z_]\w*(?:\.|::))*(?:[A-Z]\w*\$)?(?:[A-Z]\w*|[a-z]+[A-Z]\w*)(?:Error|Exception|Interrupt|Failure|Fault|Warning)"
-    r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)(?(cls)'>)"
+    r"|(?:[A-Za-z_]\w*\.)*(?:errors?|exceptions?|exc)\.[A-Z]\w*)(?(cls)'>)"
     r"(?::\s+(?P<msg>\S.*)|\((?P<q>['\"])(?P<repr>.*?)(?P=q)\))")
 # rich's console handler puts the source at the end of the line: "...   local_server.py:108"
 TRAILING_SOURCE = _r(r"(?<!\s)\s{3,}[\w.-]+\.py:\d+\s*$")
@@ -425,6 +426,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "llama.cpp / ggml abort on a failed assertion; the condition names the cause (behind the "
          "abort's `file:line: `, a line cut before `) failed` still reports it, and goes on below)",
          exception="GGML_ASSERT", role="root", kind="cpp", anchors=("GGML_ASSERT",), closes=_CONDITION_CLOSED),
+    Rule("llvm-fatal-error",
+         _r(r"LLVM ERROR: (?P<msg>\S.*)$"),
+         "LLVM ERROR: Failed to translate TritonGPU to LLVM IR.",
+         "LLVM's report_fatal_error (a compiler built on LLVM or MLIR: Triton, XLA, TVM) states why the "
+         "compilation cannot go on, then the process aborts",
+         exception="LLVM ERROR", role="root", kind="cpp", anchors=("LLVM ERROR: ",)),
     Rule("objc-uncaught-exception",
          _r(r"\*\*\* Terminating app due to uncaught exception '(?P<exc>\w+)', reason:(?P<msg> ?'.+|(?P<cut>\s*))$"),
          "*** Terminating app due to uncaught exception 'NSInvalidArgumentException', reason: "
@@ -479,6 +486,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "program's name may have been read as the stream's label); UCX's own assert prints "
          "file:line and the condition (`proto_select.c:549  Assertion `...' failed`)",
          exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion ",), closes=_CONDITION_CLOSED),
+    Rule("glibc-assert-wrapped-head",
+         _r(r"\S: (?P<msg>Assertion `(?:[^`]+' failed\.|(?P<cut>[^'`]*))\s*)$"),
+         ">::size_type) const [with T = long int]: Assertion `idx < size()' failed.",
+         "glibc's assert() whose head (program, file:line, a long C++ signature) a line break put on the "
+         "lines above: the condition still names what does not fit",
+         exception="Assertion failed", role="root", kind="cpp", anchors=("Assertion `",), closes=_CONDITION_CLOSED),
     Rule("nccl-watchdog-timeout",
          _r(r"(?P<msg>(?:\[Rank \d+\] )?Watchdog caught collective operation timeout.*)$"),
          "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600021 milliseconds before timing out.",

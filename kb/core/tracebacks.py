@@ -479,7 +479,12 @@ class Extractor:
         if found.wraps:  # a sentence wrapped in a column: its words go on
             event.message = f"{event.message} {stripped}".strip()
         else:
-            text = stripped[len(found.lead):] if found.lead and stripped.startswith(found.lead) else line.body
+            if found.lead and stripped.startswith(found.lead):
+                text = stripped[len(found.lead):]
+            elif found.lead and stripped == found.lead.rstrip():
+                text = ""  # a blank line of the message, its lead left alone
+            else:
+                text = line.body
             event.message = f"{event.message}\n{text}" if event.message else text.strip()
         return True
 
