@@ -805,11 +805,22 @@ _JSON_LEVELS = {"ERROR": "ERROR", "WARN": "WARNING", "WARNING": "WARNING", "INFO
 _ERROR_CLASS = lazyre.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)")
 
 
+# the keys of an error answer that says what failed only in words
+_ERROR_ANSWER_KEYS = frozenset(("error", "code", "status", "status_code"))
+
+
 def _json_error(out: Peeled, record: dict) -> bool:
     """An API's error answer pasted as it came back: vLLM's and SGLang's OpenAI-compatible
     `{"object": "error", "message": "...", "type": "BadRequestError", "code": 400}`, or
-    one nested under "error". The line becomes the exception line it stands for."""
-    error = record.get("error") if isinstance(record.get("error"), dict) else record
+    one nested under "error". The line becomes the exception line it stands for; an
+    answer that names no type (`{"error":"..."}`) becomes an ERROR record."""
+    said = record.get("error")
+    if isinstance(said, str) and said.strip() and record.keys() <= _ERROR_ANSWER_KEYS:
+        # ollama's and llama-server's answer, {"error":"<what failed>"}: an error in words
+        out.text = f"ERROR {said.strip()}"
+        out.layers += ("json-error",)
+        return True
+    error = said if isinstance(said, dict) else record
     message, kind = error.get("message"), error.get("type") or error.get("name")
     if not (isinstance(message, str) and message.strip() and isinstance(kind, str) and _ERROR_CLASS.fullmatch(kind)):
         return False

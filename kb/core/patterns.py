@@ -432,6 +432,12 @@ ERROR_LINES: tuple[Rule, ...] = (
          "LLVM's report_fatal_error (a compiler built on LLVM or MLIR: Triton, XLA, TVM) states why the "
          "compilation cannot go on, then the process aborts",
          exception="LLVM ERROR", role="root", kind="cpp", anchors=("LLVM ERROR: ",)),
+    Rule("metal-validation-assert",
+         _r(r"(?P<msg>-\[\w+ [\w:]+\]:\d+: failed assertion `(?:.*'|(?P<cut>[^']*)))$"),
+         "-[MTLDebugComputeCommandEncoder setBuffer:offset:atIndex:]:1520: failed assertion `Set Buffer Validation index(31) must be < 31'",
+         "Apple's Metal validation layer (and Metal's own checks) stops the process at a call that breaks "
+         "the API's rules, naming the method and the rule; the abort follows",
+         exception="Assertion failed", role="root", kind="cpp", anchors=(": failed assertion `",), closes=_r(r"'$")),
     Rule("objc-uncaught-exception",
          _r(r"\*\*\* Terminating app due to uncaught exception '(?P<exc>\w+)', reason:(?P<msg> ?'.+|(?P<cut>\s*))$"),
          "*** Terminating app due to uncaught exception 'NSInvalidArgumentException', reason: "
@@ -1111,7 +1117,7 @@ SYMPTOMS: tuple[Rule, ...] = (
          "RuntimeError: Worker died unexpectedly", "the executor noticed a worker exit: the worker's own error is the cause",
          anchors=('died',)),
     Rule("process-ended-unexpectedly",
-         _r(r"\b(?:process|server|worker|child|subprocess|engine|scheduler|replica|runner)\b[^.]{0,60}?\b(?:terminated|exited|crashed|stopped|ended|quit) (?:unexpectedly|abnormally)", re.I),
+         _r(r"\b(?:process|server|worker|child|subprocess|engine|scheduler|replica|runner)\b[^.]{0,60}?\b(?:terminated|exited|crashed|stopped|ended|quit|died) (?:unexpectedly|abnormally)", re.I),
          "Exception: Server process terminated unexpectedly.",
          "a supervisor (an RL framework waiting for its rollout server, a pool) noticed a process end: "
          "that process's own error, printed before, is the cause",
@@ -1148,10 +1154,10 @@ SYMPTOMS: tuple[Rule, ...] = (
          "ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.",
          "Ray's node manager died: its own log (raylet.out, a Check failed) says why",
          anchors=('LocalRayletDiedError', 'local raylet died')),
-    Rule("ray-actor-died", _r(r"[Aa]ctor died|RayActorError|ActorDiedError|Unhandled error \(suppress with|RayTaskError\b"),
+    Rule("ray-actor-died", _r(r"[Aa]ctor died|RayActorError|ActorDiedError|ActorUnavailableError|Unhandled error \(suppress with|RayTaskError\b"),
          "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
          "Ray reports a dead actor; the actor's own traceback is the cause",
-         anchors=('ctor died', 'RayActorError', 'ActorDiedError', 'Unhandled error', 'RayTaskError')),
+         anchors=('ctor died', 'RayActorError', 'ActorDiedError', 'ActorUnavailableError', 'Unhandled error', 'RayTaskError')),
     Rule("build-tool-failed",
          # (a CalledProcessError is a non-zero exit: the command names the build tool, however the line ends)
          _r(r"CalledProcessError: Command '\[?'?(?:\S*/)?(?:ninja|make|cmake|gcc|g\+\+|cc|c\+\+|nvcc|clang\+*|ld)\b"

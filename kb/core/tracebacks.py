@@ -1225,9 +1225,10 @@ def _unwrap_relayed_repr(event: ErrorEvent) -> None:
     it failed ("at 12:4:", the source lines, a caret) and then the error it caught,
     `ValueError("type fp8e4nv not supported ...")`. That error is what a person fixes, and
     what a wrapper quoting str(e) shows of the same crash."""
-    if event.kind != "python" or "\n" not in event.message:
+    text = event.message.rstrip()
+    if event.kind != "python" or "\n" not in text:
         return
-    last = event.message.rstrip().rsplit("\n", 1)[1].strip()
+    last = text.rsplit("\n", 1)[1].strip()
     match = P.EXCEPTION_MENTION.fullmatch(last)
     if match is not None and match["repr"] is not None:
         event.reason = f"{event.exception}: {event.message.splitlines()[0]}"
