@@ -1098,12 +1098,14 @@ SYMPTOMS: tuple[Rule, ...] = (
          "AssertionError: Engine building failed, please check the error log.",
          "points at errors logged before it", anchors=('the error log', 'check the log', 'see the log')),
     Rule("points-at-another-error",
-         _r(r"\b(?:[Ss]ee|[Cc]heck|[Ll]ook up to see) (?:the |its )?(?:inner exception|root cause|stack ?trace|traceback|(?:above|previous) (?:error|exception|traceback))"
+         _r(r"\b(?:[Ss]ee|[Cc]heck|[Ll]ook up to see) (?:the |its )?(?:inner exception|root cause|stack ?trace|traceback|(?:above|previous) (?:error|exception|traceback)"
+            r"|(?:error )?(?:messages?|logs?|output) above)"
             r"|\b(?:error|exception)s? (?:is |are |was |were |has been )?(?:reported|shown|printed|logged) (?:as |in the log )?above\b"),
          "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",
          "says itself that the cause is another error (its inner exception, the trace above)",
          anchors=("inner exception", "root cause", "stack trace", "stacktrace", "its traceback", "the traceback", "above error", "previous error",
-                  "above exception", "previous exception", "above traceback", "previous traceback", "ed as above", "ed above")),
+                  "above exception", "previous exception", "above traceback", "previous traceback", "ed as above", "ed above",
+                  "message above", "messages above", "log above", "logs above", "output above")),
     Rule("another-rank-failed",
          _r(r"\b(?:caused by|due to|because of) an? (?:exception|error|failure) (?:on|in|of) (?:one of the|another|a remote|other) (?:ranks?|workers?|process(?:es)?|nodes?|peers?)\b"),
          "RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce",
