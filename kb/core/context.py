@@ -93,9 +93,10 @@ _ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
                r"|RayActorError|RayTaskError|ActorDiedError|ObjectStoreFullError|RayTrainWorker|ServeReplica|ServeController|\bRAY_|\bray start\b")),
     ("pytorch", _r(r"torchrun|import torch\b|torch\.distributed|\[rank\d+\]:|^rank\d+$|ChildFailedError|ProcessGroupNCCL|\.backward\(|local_rank|accelerate|transformers/trainer|llamafactory")),
 )
-# A path up to the directory packages are installed in: the environment's name is the
-# user's choice ("/root/.python/vllm/lib/python3.10/site-packages/deepspeed/...")
-_INSTALL_DIR = lazyre.compile(r"[^\s\"'(]*?[/\\](?:site|dist)-packages[/\\]")
+# A path up to the directory packages are installed in, or the interpreter's library: the
+# environment's name is the user's choice ("/root/.python/vllm/lib/python3.10/site-packages/
+# deepspeed/...", "/home/x/llava-vllm/env/lib/python3.10/threading.py")
+_INSTALL_DIR = lazyre.compile(r"[^\s\"'(]*?[/\\](?:(?:site|dist)-packages|lib[/\\]python\d[\d.]*)[/\\]")
 _ENGINE_PRIORITY = {"tensorrt-llm": 6, "tgi": 5, "sglang": 4, "vllm": 3, "llama.cpp": 2, "deepspeed": 1, "ray": 0, "pytorch": -1}
 # Engines other engines run on or that run them (kb.core.engines): named only when no
 # serving engine shows (every engine's log mentions torch, vLLM's multi-node logs Ray),
@@ -214,7 +215,7 @@ class ContextCollector:
             by_process = self._process_engines(line.process) if line.process else ()
             in_body = {name for i in found for name in _ENGINES_OF[i]}
             # where a package is installed (a virtualenv named "vllm") is not what ran
-            marked = _INSTALL_DIR.sub("", body) if in_body and "-packages" in body else body
+            marked = _INSTALL_DIR.sub("", body) if in_body and ("-packages" in body or "/python" in body) else body
             # a logger's target names the crate or module that printed (Rust tracing's
             # "text_generation_launcher"): the engine's, like a process name
             target = line.source if line.header else None
@@ -306,6 +307,7 @@ class ContextCollector:
             for rule in P.ENGINE_MESSAGES:
                 if rule.engine and rule.pattern.search(root.message):
                     hits[rule.engine] = hits.get(rule.engine, 0) + 3
+        frames_text = _INSTALL_DIR.sub("", frames_text)  # what ran, not where it was installed
         for name, pattern in _ENGINE_MARKERS:
             if pattern.search(frames_text):
                 hits[name] = hits.get(name, 0) + 5
