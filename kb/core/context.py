@@ -81,7 +81,7 @@ _GPU_MODEL = _r(r"\s(?:[A-Z]{0,3}\d|[A-Z]{4,}\b)")
 _GPU_INDEX = _r(r"\|\s+(\d+)\s+NVIDIA|GPU (\d+): NVIDIA")
 
 _ENGINE_MARKERS: tuple[tuple[str, LazyPattern], ...] = (
-    ("tensorrt-llm", _r(r"tensorrt_llm|TensorRT-LLM|\[TRT\]|tritonserver")),
+    ("tensorrt-llm", _r(r"tensorrt_llm|TensorRT-LLM|\[TRT\]|tensorrtllm")),
     ("tgi", _r(r"text_generation_server|text_generation_launcher|text-generation-launcher|text_generation_router|ShardCannotStart")),
     ("sglang", _r(r"\bsglang\b|sgl_kernel|sgl-workspace|scheduler_process|SGLang")),
     ("vllm", _r(r"\bvllm\b|vLLM|EngineCore|VllmWorker|Worker_TP|VLLM_|gpu_memory_utilization|max_model_len")),
@@ -104,7 +104,7 @@ _ENGINE_PRIORITY = {"tensorrt-llm": 6, "tgi": 5, "sglang": 4, "vllm": 3, "llama.
 _LAYER_ENGINES = ("deepspeed", "ray")
 # Literals that any match of each engine's marker needs (a cheap test before the regex).
 _ENGINE_LITERALS: dict[str, tuple[str, ...]] = {
-    "tensorrt-llm": ("tensorrt_llm", "TensorRT-LLM", "[TRT]", "tritonserver"),
+    "tensorrt-llm": ("tensorrt_llm", "TensorRT-LLM", "[TRT]", "tensorrtllm"),
     "tgi": ("text_generation", "text-generation", "ShardCannotStart"),
     "sglang": ("sglang", "sgl_kernel", "sgl-workspace", "scheduler_process", "SGLang"),
     "vllm": ("vllm", "vLLM", "EngineCore", "VllmWorker", "Worker_TP", "VLLM_", "gpu_memory_utilization", "max_model_len"),
