@@ -38,6 +38,7 @@ def _r(pattern: str, flags: int = 0) -> LazyPattern:
 
 
 _CONDITION_CLOSED = _r(r"[)'`] failed\b")  # an assertion's condition, then that it failed
+_QUOTE_CLOSED = _r(r"'$")  # a quoted reason or rule, closed at the end of a line
 
 
 # --------------------------------------------------------------------------------------
@@ -437,14 +438,14 @@ ERROR_LINES: tuple[Rule, ...] = (
          "-[MTLDebugComputeCommandEncoder setBuffer:offset:atIndex:]:1520: failed assertion `Set Buffer Validation index(31) must be < 31'",
          "Apple's Metal validation layer (and Metal's own checks) stops the process at a call that breaks "
          "the API's rules, naming the method and the rule; the abort follows",
-         exception="Assertion failed", role="root", kind="cpp", anchors=(": failed assertion `",), closes=_r(r"'$")),
+         exception="Assertion failed", role="root", kind="cpp", anchors=(": failed assertion `",), closes=_QUOTE_CLOSED),
     Rule("objc-uncaught-exception",
          _r(r"\*\*\* Terminating app due to uncaught exception '(?P<exc>\w+)', reason:(?P<msg> ?'.+|(?P<cut>\s*))$"),
          "*** Terminating app due to uncaught exception 'NSInvalidArgumentException', reason: "
          "'-[_MTLCommandBuffer addCompletedHandler:]: failed assertion `Completed handler provided after commit call'",
          "the Objective-C runtime (macOS: Metal, MLX, PyTorch's MPS) names the exception's class and its reason "
          "before it aborts; libc++abi's 'uncaught exception of type NSException' below it names only the base class",
-         role="root", kind="cpp", anchors=("Terminating app due to uncaught exception",), closes=_r(r"'$")),
+         role="root", kind="cpp", anchors=("Terminating app due to uncaught exception",), closes=_QUOTE_CLOSED),
     Rule("open-mpi-runtime-error",
          _r(r"^\[[\w.-]+:\d+\] (?:\[\[\d+,\d+\],\d+\] )?(?P<msg>(?:PRTE|PRRTE|ORTE|OPAL|PMIX) ERROR: .+)$"),
          "[worker:15806] PRTE ERROR: Bad parameter in file base/odls_base_default_fns.c at line 962",

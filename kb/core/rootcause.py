@@ -660,20 +660,25 @@ def _mark_exit_reports(groups: list[Group]) -> None:
     for group in groups:
         event = group.first.event
         if event.exception == "exit status" and group.tier == "confirmation":
-            line = event.line_number or 0
-            if any(other is not group and not other.recovered and other.tier != "benign"
-                   and (other.first.event.line_number or 0) < line for other in groups):
-                group.tier = "symptom"
-                group.reason = "a service manager's exit report: it wraps what its process printed before it"
+            wrapped = _not_benign
+            reason = "a service manager's exit report: it wraps what its process printed before it"
+        elif (event.exception == "Error" and not event.frames and not group.first.in_traceback
+              and group.tier.startswith("root")):
+            wrapped = _an_error
+            reason = "a program's exit report: it wraps the error its process logged before it"
+        else:
             continue
-        if event.exception != "Error" or event.frames or group.first.in_traceback or not group.tier.startswith("root"):
-            continue
-        line = event.line_number or 0
-        if any(other is not group and not other.recovered
-               and (other.tier.startswith("root") or other.tier == "log_error")
-               and (other.first.event.line_number or 0) < line for other in groups):
-            group.tier = "symptom"
-            group.reason = "a program's exit report: it wraps the error its process logged before it"
+        if any(other is not group and not other.recovered and wrapped(other) and _line(other) < _line(group)
+               for other in groups):
+            group.tier, group.reason = "symptom", reason
+
+
+def _not_benign(group: Group) -> bool:
+    return group.tier != "benign"
+
+
+def _an_error(group: Group) -> bool:
+    return group.tier.startswith("root") or group.tier == "log_error"
 
 
 PROPAGATION_LINES = 4  # how close below a native failure its callers report giving up

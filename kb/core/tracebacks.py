@@ -756,7 +756,8 @@ class Extractor:
         if groups.get("cut") is not None and rule.closes is not None:
             found.cut = (rule.closes, [])
         if rule.kind == "python" or event.message.endswith(":") or found.cut is not None:
-            # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text)
+            # a message that ends in a colon goes on below (a Rust >= 1.73 panic's text), and
+            # a cut one up to the line that closes it
             stream.continuation_of = found
             stream.continuation_lines = 0
             stream.continuation_layers = line.layers
